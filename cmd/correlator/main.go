@@ -1,0 +1,41 @@
+// Command correlator answers "which Kubernetes user ran this command in my pod?".
+// main.go only wires subcommands; each lives in its own file.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+)
+
+// globalOptions are the flags shared by every subcommand.
+type globalOptions struct {
+	logLevel string
+}
+
+// logger builds the root logger; subcommands derive component sub-loggers from it.
+func (g *globalOptions) logger() zerolog.Logger {
+	lvl, err := zerolog.ParseLevel(g.logLevel)
+	if err != nil {
+		lvl = zerolog.InfoLevel
+	}
+	return zerolog.New(os.Stderr).Level(lvl).With().Timestamp().Logger()
+}
+
+func main() {
+	g := &globalOptions{}
+	root := &cobra.Command{
+		Use:           "correlator",
+		Short:         "Attribute commands run in Kubernetes pods to the users who ran them",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
+	root.AddCommand(newCaptureCmd(g), newAuditCmd(g))
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "correlator:", err)
+		os.Exit(1)
+	}
+}
