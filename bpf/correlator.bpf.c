@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * correlator: capture KUBERNETES_EXEC_AUDIT_ID (and other configured keys)
+ * at exec, and carry it to every descendant at fork, in kernel maps that
+ * userspace inside the session cannot touch.
+ */
+#include "include/vmlinux_min.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "include/correlator.h"
+#include "include/maps.h"
+#include "include/task.h"
+#include "include/scan.h"
+#include "include/lineage.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Keep the shared types in BTF so bpf2go -type can generate them. */
+const struct exec_event *unused_exec_event __attribute__((unused));
+const struct exit_event *unused_exit_event __attribute__((unused));
+const struct lineage *unused_lineage __attribute__((unused));
+const enum event_kind *unused_event_kind __attribute__((unused));
+const enum key_flag *unused_key_flag __attribute__((unused));
+const enum event_flag *unused_event_flag __attribute__((unused));
+const enum id_source *unused_id_source __attribute__((unused));
+const enum stat_index *unused_stat_index __attribute__((unused));
+const enum lineage_flag *unused_lineage_flag __attribute__((unused));
+
+/*
+ * sched_process_exec fires in exec_binprm() after the binary handler has
+ * committed the new mm (env_start..env_end, the envp table) and before the
+ * new image runs its first instruction; other threads are already gone
+ * (de_thread), so the environment read here is exactly what the process
+ * starts with. tp_btf since 5.5.
+ */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(handle_exec, struct task_struct *p, int old_pid, struct linux_binprm *bprm)
+{
+	__u32 zero = 0;
+	struct exec_event *ev = bpf_map_lookup_elem(&exec_scratch, &zero);
+	struct scan_buf *buf = bpf_map_lookup_elem(&scan_scratch, &zero);
+
+	if (!ev || !buf)
+		return 0;
+	fill_exec(ev, p, bprm);
+	scan_env(ev, buf, p, bprm);
+	resolve_lineage(ev, p);
+	if (bpf_ringbuf_output(&events, ev, sizeof(*ev), 0))
+		stat_inc(STAT_RINGBUF_DROPS);
+	return 0;
+}
+
+/*
+ * sched_process_fork fires in kernel_clone() after copy_process() and before
+ * wake_up_new_task(): the child inherits its parent's entry before it can
+ * run a single instruction. Threads share their group's entry (keyed by
+ * tgid), so a fork from any thread finds it. tp_btf since 5.5.
+ */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
+{
+	inherit_lineage(parent, child);
+	return 0;
+}
+
+/*
+ * sched_process_exit fires in do_exit() for every thread; the group is dead
+ * when signal->live reached zero, and only then is the entry dropped, so a
+ * leader that exits before its threads does not orphan them. tp_btf since 5.5.
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(handle_exit, struct task_struct *p)
+{
+	handle_group_exit(p);
+	return 0;
+}

@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Building exec events and maintaining the tgid-keyed lineage map. */
+#ifndef CORRELATOR_LINEAGE_H
+#define CORRELATOR_LINEAGE_H
+
+#include "maps.h"
+#include "task.h"
+#include "scan.h"
+
+/* Stops clang from fusing per-slot memsets into one BPF cannot lower. */
+#define barrier() asm volatile("" ::: "memory")
+
+#define SIGNAL_GROUP_EXIT 0x00000004
+#define USER_HZ_NS 10000000ULL /* /proc reports start time in 1/100 s */
+#define MAX_ENV_VARS (1 << 23)  /* bpf_loop's own limit */
+
+static __always_inline bool start_matches(const struct lineage *e, __u64 start)
+{
+	if (e->lflags & LINEAGE_FLAG_COARSE_START)
+		return e->start_ns / USER_HZ_NS == start / USER_HZ_NS;
+	return e->start_ns == start;
+}
+
+static __always_inline __u16 read_cgroup_name(char *dst, struct kernfs_node *kn)
+{
+	const char *name;
+	long n;
+
+	if (!kn)
+		return 0;
+	name = BPF_CORE_READ(kn, name);
+	n = bpf_probe_read_kernel_str(dst, CGROUP_NAME_MAX, name);
+	return n > 0 ? n - 1 : 0;
+}
+
+static __always_inline void fill_exec(struct exec_event *ev, struct task_struct *p,
+				      struct linux_binprm *bprm)
+{
+	struct task_struct *parent = BPF_CORE_READ(p, real_parent);
+	struct mm_struct *mm = BPF_CORE_READ(p, mm);
+	struct cgroup *cg = task_cgroup(p);
+	struct kernfs_node *kn = cg ? BPF_CORE_READ(cg, kn) : 0;
+	__u64 astart, aend, alen;
+	long n;
+
+	/* BPF cannot memset a kilobyte at once: clear the header, then each slot. */
+	__builtin_memset(ev, 0, __builtin_offsetof(struct exec_event, ids));
+#pragma unroll
+	for (int k = 0; k < MAX_KEYS; k++) {
+		__builtin_memset(&ev->ids[k], 0, sizeof(ev->ids[k]));
+		barrier();
+		__builtin_memset(&ev->claimed[k], 0, sizeof(ev->claimed[k]));
+		barrier();
+	}
+	ev->hdr.kind = EVENT_KIND_EXEC;
+	ev->hdr.size = sizeof(*ev);
+	ev->hdr.time_ns = bpf_ktime_get_boot_ns();
+	ev->pid = BPF_CORE_READ(p, pid);
+	ev->tgid = BPF_CORE_READ(p, tgid);
+	ev->start_ns = BPF_CORE_READ(p, start_boottime);
+	ev->ppid = BPF_CORE_READ(parent, tgid);
+	ev->parent_start_ns = BPF_CORE_READ(parent, group_leader, start_boottime);
+	ev->uid = BPF_CORE_READ(p, cred, uid.val);
+	ev->pidns = task_pidns(p);
+	ev->cgroup_id = cgroup_id_of(cg);
+	ev->cgroup_len = read_cgroup_name(ev->cgroup, kn);
+	if (kn)
+		ev->cgroup_parent_len = read_cgroup_name(ev->cgroup_parent, kn_parent(kn));
+
+	n = bpf_probe_read_kernel_str(ev->filename, sizeof(ev->filename),
+				      BPF_CORE_READ(bprm, filename));
+	ev->filename_len = n > 0 ? n - 1 : 0;
+
+	astart = BPF_CORE_READ(mm, arg_start);
+	aend = BPF_CORE_READ(mm, arg_end);
+	alen = aend > astart ? aend - astart : 0;
+	if (alen > ARGV_MAX) {
+		alen = ARGV_MAX;
+		ev->flags |= EVENT_FLAG_ARGV_TRUNCATED;
+	}
+	if (alen && !bpf_probe_read_user(ev->argv, alen, (void *)astart))
+		ev->argv_len = alen;
+}
+
+static __always_inline void scan_env(struct exec_event *ev, struct scan_buf *buf,
+				     struct task_struct *p, struct linux_binprm *bprm)
+{
+	struct mm_struct *mm = BPF_CORE_READ(p, mm);
+	int envc = BPF_CORE_READ(bprm, envc);
+	int argc = BPF_CORE_READ(bprm, argc);
+	struct scan_ctx c = {};
+
+	c.env_start = BPF_CORE_READ(mm, env_start);
+	c.env_end = BPF_CORE_READ(mm, env_end);
+	ev->env_bytes = c.env_end - c.env_start;
+	if (!nkeys || envc <= 0 || argc < 0 || c.env_end <= c.env_start)
+		return;
+	c.buf = buf;
+	c.ev = ev;
+	/* The stack starts with argc, argv[argc], NULL, then envp[envc]. */
+	c.ptr_base = BPF_CORE_READ(mm, start_stack) + 8 * ((__u64)argc + 2);
+	c.n = envc > MAX_ENV_VARS ? MAX_ENV_VARS : envc;
+	bpf_loop(c.n, scan_one, &c, 0);
+	ev->flags |= c.flags;
+	ev->env_scanned = c.visited;
+	if (c.flags & EVENT_FLAG_SCAN_TRUNCATED)
+		stat_inc(STAT_SCAN_TRUNCATED);
+	if (c.flags & EVENT_FLAG_SCAN_ERROR)
+		stat_inc(STAT_SCAN_ERRORS);
+}
+
+static __always_inline bool slot_equal(const struct id_slot *a, const struct id_slot *b)
+{
+	if (a->len != b->len)
+		return false;
+	for (__u32 j = 0; j < ID_MAX_LEN; j++) {
+		if (j >= a->len)
+			break;
+		if (a->value[j] != b->value[j])
+			return false;
+	}
+	return true;
+}
+
+/* Parent in the same pid namespace and cgroup: the ID was set inside the container. */
+static __always_inline bool parent_in_container(struct exec_event *ev, struct task_struct *p)
+{
+	struct task_struct *parent = BPF_CORE_READ(p, real_parent);
+
+	return task_pidns(parent) == ev->pidns &&
+	       cgroup_id_of(task_cgroup(parent)) == ev->cgroup_id;
+}
+
+static __always_inline void resolve_lineage(struct exec_event *ev, struct task_struct *p)
+{
+	__u32 zero = 0, tgid = ev->tgid;
+	struct lineage *e = bpf_map_lookup_elem(&lineage_map, &tgid);
+	struct lineage *ne = 0;
+	bool same_ctr = false, checked = false;
+
+	if (e && !start_matches(e, ev->start_ns)) {
+		/* The tgid was reused: the old session does not carry over. */
+		bpf_map_delete_elem(&lineage_map, &tgid);
+		ev->flags |= EVENT_FLAG_STALE_LINEAGE;
+		e = 0;
+	}
+	if (e) {
+		ev->root_tgid = e->root_tgid;
+		ev->root_start_ns = e->root_start_ns;
+		ev->depth = e->depth;
+	}
+
+#pragma unroll
+	for (__u32 k = 0; k < MAX_KEYS; k++) {
+		struct id_slot *cl = &ev->claimed[k];
+		struct id_slot *out = &ev->ids[k];
+		bool in_env = cl->source == ID_SOURCE_ENV;
+
+		if (k >= nkeys)
+			break;
+		if (e && e->ids[k].len) {
+			/* The lineage is authoritative; the env is only a claim. */
+			__builtin_memcpy(out, &e->ids[k], sizeof(*out));
+			out->source = e->ids[k].source == ID_SOURCE_PROCFS ? ID_SOURCE_PROCFS
+									    : ID_SOURCE_INHERITED;
+			out->flags = (e->ids[k].flags & KEY_FLAG_ROOT_UNVERIFIED) |
+				     (cl->flags & KEY_FLAG_DUPLICATE_KEY);
+			if (!in_env)
+				out->flags |= KEY_FLAG_ENV_REMOVED;
+			else if (!slot_equal(cl, &e->ids[k]))
+				out->flags |= KEY_FLAG_ENV_MISMATCH;
+			else
+				__builtin_memset(cl, 0, sizeof(*cl));
+			continue;
+		}
+		if (!in_env)
+			continue;
+		/* A session root: the first ID this lineage has seen for key k. */
+		__builtin_memcpy(out, cl, sizeof(*out));
+		__builtin_memset(cl, 0, sizeof(*cl));
+		if (!checked) {
+			same_ctr = parent_in_container(ev, p);
+			checked = true;
+		}
+		if (same_ctr)
+			out->flags |= KEY_FLAG_ROOT_UNVERIFIED;
+		if (e) {
+			__builtin_memcpy(&e->ids[k], out, sizeof(*out));
+			continue;
+		}
+		if (!ne) {
+			ne = bpf_map_lookup_elem(&lineage_scratch, &zero);
+			if (!ne)
+				continue;
+			__builtin_memset(ne, 0, __builtin_offsetof(struct lineage, ids));
+#pragma unroll
+			for (int j = 0; j < MAX_KEYS; j++) {
+				__builtin_memset(&ne->ids[j], 0, sizeof(ne->ids[j]));
+				barrier();
+			}
+			ne->start_ns = ev->start_ns;
+			ne->root_start_ns = ev->start_ns;
+			ne->root_tgid = tgid;
+			ev->root_tgid = tgid;
+			ev->root_start_ns = ev->start_ns;
+		}
+		__builtin_memcpy(&ne->ids[k], out, sizeof(*out));
+	}
+	if (ne && bpf_map_update_elem(&lineage_map, &tgid, ne, BPF_ANY)) {
+		stat_inc(STAT_LINEAGE_FULL);
+		ev->flags |= EVENT_FLAG_LINEAGE_FULL;
+	}
+}
+
+static __always_inline void inherit_lineage(struct task_struct *parent, struct task_struct *child)
+{
+	__u32 zero = 0, ptgid = BPF_CORE_READ(parent, tgid), ctgid = BPF_CORE_READ(child, tgid);
+	struct lineage *e, *ne;
+
+	if (ptgid == ctgid)
+		return; /* a new thread shares its group's entry */
+	e = bpf_map_lookup_elem(&lineage_map, &ptgid);
+	if (!e)
+		return;
+	if (!start_matches(e, BPF_CORE_READ(parent, group_leader, start_boottime)))
+		return;
+	ne = bpf_map_lookup_elem(&lineage_scratch, &zero);
+	if (!ne)
+		return;
+	__builtin_memcpy(ne, e, __builtin_offsetof(struct lineage, ids));
+#pragma unroll
+	for (int k = 0; k < MAX_KEYS; k++) {
+		__builtin_memcpy(&ne->ids[k], &e->ids[k], sizeof(ne->ids[k]));
+		barrier();
+	}
+	ne->start_ns = BPF_CORE_READ(child, start_boottime);
+	ne->lflags &= ~LINEAGE_FLAG_COARSE_START;
+	ne->depth = e->depth + 1;
+#pragma unroll
+	for (__u32 k = 0; k < MAX_KEYS; k++)
+		if (ne->ids[k].source == ID_SOURCE_ENV)
+			ne->ids[k].source = ID_SOURCE_INHERITED;
+	if (bpf_map_update_elem(&lineage_map, &ctgid, ne, BPF_ANY))
+		stat_inc(STAT_LINEAGE_FULL);
+}
+
+static __always_inline void handle_group_exit(struct task_struct *p)
+{
+	__u32 zero = 0, tgid;
+	struct exit_event *ev;
+	struct lineage *e;
+	unsigned int sflags;
+
+	if (BPF_CORE_READ(p, flags) & PF_KTHREAD)
+		return;
+	if (BPF_CORE_READ(p, signal, live.counter) != 0)
+		return; /* other threads of the group still run */
+	ev = bpf_map_lookup_elem(&exit_scratch, &zero);
+	if (!ev)
+		return;
+	__builtin_memset(ev, 0, __builtin_offsetof(struct exit_event, ids));
+#pragma unroll
+	for (int k = 0; k < MAX_KEYS; k++) {
+		__builtin_memset(&ev->ids[k], 0, sizeof(ev->ids[k]));
+		barrier();
+	}
+	tgid = BPF_CORE_READ(p, tgid);
+	ev->hdr.kind = EVENT_KIND_EXIT;
+	ev->hdr.size = sizeof(*ev);
+	ev->hdr.time_ns = bpf_ktime_get_boot_ns();
+	ev->pid = tgid;
+	ev->tgid = tgid;
+	ev->ppid = BPF_CORE_READ(p, real_parent, tgid);
+	ev->start_ns = BPF_CORE_READ(p, group_leader, start_boottime);
+	ev->exit_code = BPF_CORE_READ(p, exit_code);
+	sflags = BPF_CORE_READ(p, signal, flags);
+	if (sflags & SIGNAL_GROUP_EXIT)
+		ev->exit_code = BPF_CORE_READ(p, signal, group_exit_code);
+	e = bpf_map_lookup_elem(&lineage_map, &tgid);
+	if (e && start_matches(e, ev->start_ns)) {
+#pragma unroll
+		for (int k = 0; k < MAX_KEYS; k++) {
+			__builtin_memcpy(&ev->ids[k], &e->ids[k], sizeof(ev->ids[k]));
+			barrier();
+		}
+		bpf_map_delete_elem(&lineage_map, &tgid);
+	}
+	if (bpf_ringbuf_output(&events, ev, sizeof(*ev), 0))
+		stat_inc(STAT_RINGBUF_DROPS);
+}
+
+#endif /* CORRELATOR_LINEAGE_H */

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+#ifndef CORRELATOR_MAPS_H
+#define CORRELATOR_MAPS_H
+
+#include "correlator.h"
+
+#define PTR_BLOCK 256          /* envp pointers read per probe */
+#define WIN_SIZE 16384         /* env bytes buffered per probe */
+#define WIN_PAD 256            /* tail kept so a key at the window's edge reads whole */
+#define WIN_LIMIT (WIN_SIZE - WIN_PAD)
+
+/*
+ * Session lineage, keyed by tgid. Pinned by name so a restarted agent keeps
+ * every live session. A plain hash, not LRU: silently evicting a live
+ * session would lose attribution, so a full map is counted instead.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct lineage);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lineage_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20);
+} events SEC(".maps");
+
+/* Monotonic counters, never reset; see enum stat_index. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STAT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+struct scan_buf {
+	__u64 ptrs[PTR_BLOCK];
+	__u8 win[WIN_SIZE];
+};
+
+/* Scratch space: events and buffers exceed the 512-byte BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scan_buf);
+} scan_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct exec_event);
+} exec_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lineage);
+} lineage_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct exit_event);
+} exit_scratch SEC(".maps");
+
+static __always_inline void stat_inc(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
+
+	if (v)
+		*v += 1; /* per-CPU slot: no atomics needed */
+}
+
+#endif /* CORRELATOR_MAPS_H */

@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Environment scan. The kernel lays the new image's environment out as
+ * NUL-terminated strings in mm->env_start..env_end and writes an envp
+ * pointer table on the new stack; both are committed before the process
+ * runs, so nothing in userspace can race the read. The pointer table gives
+ * every variable's start, so the scan visits variables, not bytes: a
+ * variable is a key only where a string starts, never after a newline
+ * inside a multi-line value (KEP-3721).
+ */
+#ifndef CORRELATOR_SCAN_H
+#define CORRELATOR_SCAN_H
+
+#include "maps.h"
+
+/* Load-time configuration, set by pkg/capture before loading. */
+const volatile __u32 nkeys = 0;
+const volatile __u32 key_len[MAX_KEYS] = {};
+const volatile __u64 key_prefix[MAX_KEYS] = {}; /* first bytes of "KEY=" */
+const volatile __u64 key_mask[MAX_KEYS] = {};
+const volatile __u8 key_name[MAX_KEYS][KEY_MAX_LEN] = {};
+const volatile __u32 scan_budget = 1 << 20;     /* env bytes */
+
+struct scan_ctx {
+	struct scan_buf *buf;
+	struct exec_event *ev; /* claimed[] receives the env values */
+	__u64 env_start;
+	__u64 env_end;
+	__u64 ptr_base;  /* user address of envp[0] */
+	__u64 win_start; /* env offset of buf->win[0] */
+	__u32 win_valid; /* 0 until the first window is read */
+	__u32 n;         /* variables to visit */
+	__u32 found;     /* bit k: key k found */
+	__u32 flags;     /* enum event_flag */
+	__u32 visited;
+	__u32 _pad;
+};
+
+#define WIN_MASK (WIN_SIZE - 1)
+
+/* Compares bytes 8..len of "KEY=" at win[o]; the first 8 came from the prefix. */
+static __always_inline bool key_tail_matches(struct scan_buf *buf, __u32 o, __u32 k)
+{
+	__u32 klen = key_len[k & (MAX_KEYS - 1)];
+
+	for (__u32 j = 8; j < KEY_MAX_LEN + 1; j++) {
+		__u8 want;
+
+		if (j > klen)
+			break;
+		want = j == klen ? '=' : key_name[k & (MAX_KEYS - 1)][j & (KEY_MAX_LEN - 1)];
+		if (buf->win[(o + j) & WIN_MASK] != want)
+			return false;
+	}
+	return true;
+}
+
+static __always_inline void take_value(struct scan_ctx *c, __u32 o, __u32 k)
+{
+	struct id_slot *s = &c->ev->claimed[k & (MAX_KEYS - 1)];
+	__u32 v = o + key_len[k & (MAX_KEYS - 1)] + 1;
+	__u32 j;
+
+	for (j = 0; j < ID_MAX_LEN; j++) {
+		__u8 ch = c->buf->win[(v + j) & WIN_MASK];
+
+		if (!ch)
+			break;
+		s->value[j] = ch;
+	}
+	s->len = j;
+	s->source = ID_SOURCE_ENV;
+	if (j == ID_MAX_LEN && c->buf->win[(v + j) & WIN_MASK])
+		s->flags |= KEY_FLAG_ID_TRUNCATED;
+}
+
+static long scan_one(__u64 i, struct scan_ctx *c)
+{
+	struct scan_buf *buf = c->buf;
+	__u32 slot = i & (PTR_BLOCK - 1);
+	__u64 p, off;
+	__u32 o;
+
+	if (slot == 0) {
+		__u64 left = c->n - i;
+		__u32 sz = left >= PTR_BLOCK ? PTR_BLOCK * 8 : (__u32)left * 8;
+
+		if (sz > PTR_BLOCK * 8)
+			sz = PTR_BLOCK * 8;
+		if (bpf_probe_read_user(buf->ptrs, sz, (void *)(c->ptr_base + i * 8))) {
+			c->flags |= EVENT_FLAG_SCAN_ERROR;
+			return 1;
+		}
+	}
+	p = buf->ptrs[slot];
+	if (p < c->env_start || p >= c->env_end) {
+		c->flags |= EVENT_FLAG_SCAN_ERROR;
+		return 1;
+	}
+	off = p - c->env_start;
+	if (off >= scan_budget) {
+		c->flags |= EVENT_FLAG_SCAN_TRUNCATED;
+		return 1;
+	}
+	if (!c->win_valid || off < c->win_start || off - c->win_start >= WIN_LIMIT) {
+		__u64 len = c->env_end - p;
+
+		if (len > WIN_SIZE)
+			len = WIN_SIZE;
+		if (bpf_probe_read_user(buf->win, len, (void *)p)) {
+			c->flags |= EVENT_FLAG_SCAN_ERROR;
+			return 1;
+		}
+		c->win_start = off;
+		c->win_valid = 1;
+	}
+	o = (__u32)(off - c->win_start);
+	if (o >= WIN_LIMIT) /* unreachable: keeps the verifier's bounds */
+		return 1;
+	c->visited++;
+
+	{
+		/* Unaligned 8-byte load: a key cannot match across the string's NUL. */
+		__u64 w = *(__u64 *)&buf->win[o];
+
+#pragma unroll
+		for (__u32 k = 0; k < MAX_KEYS; k++) {
+			if (k >= nkeys)
+				break;
+			if ((w & key_mask[k]) != key_prefix[k])
+				continue;
+			if (!key_tail_matches(buf, o, k))
+				continue;
+			if (c->found & (1u << k)) {
+				/* getenv returns the first; later ones are evidence. */
+				c->ev->claimed[k].flags |= KEY_FLAG_DUPLICATE_KEY;
+				continue;
+			}
+			c->found |= 1u << k;
+			take_value(c, o, k);
+		}
+	}
+	return 0;
+}
+
+#endif /* CORRELATOR_SCAN_H */

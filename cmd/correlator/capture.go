@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/execid/correlator/pkg/capture"
+)
+
+func newCaptureCmd(g *globalOptions) *cobra.Command {
+	cfg := capture.Default()
+	var (
+		noPin         bool
+		containerOnly bool
+		withIDOnly    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "capture",
+		Short: "Stream process exec/exit events with their exec-session IDs as JSON lines",
+		Long: `capture loads correlator's eBPF probes and prints one JSON line per process
+exec and exit: who the process is (processID, pid, argv, container), which
+exec session it belongs to (auditID, inherited through fork in the kernel),
+and any evidence of tampering (flags). It needs root and a BTF kernel.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if noPin {
+				cfg.PinPath = ""
+			}
+			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer cancel()
+			return runCapture(ctx, g, cfg, func(ev capture.Event) bool {
+				if containerOnly && ev.ContainerID == "" {
+					return false
+				}
+				return !withIDOnly || ev.AuditID != "" || ev.ClaimedAuditID != "" || len(ev.Keys) > 0
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&cfg.Keys, "keys", cfg.Keys, "environment keys to capture; the first is the audit ID key")
+	f.Uint32Var(&cfg.ScanBudget, "scan-budget", cfg.ScanBudget, fmt.Sprintf("environment bytes scanned per exec (max %d)", capture.MaxScanBudget))
+	f.StringVar(&cfg.PinPath, "pin-path", cfg.PinPath, "bpffs directory that keeps session lineage across restarts")
+	f.BoolVar(&noPin, "no-pin", false, "do not pin the lineage map (state is lost on exit)")
+	f.Uint32Var(&cfg.RingBufferBytes, "ring-buffer-bytes", cfg.RingBufferBytes, "kernel ring buffer size (power of two)")
+	f.Uint32Var(&cfg.LineageEntries, "lineage-entries", cfg.LineageEntries, "maximum live processes tracked in sessions")
+	f.StringVar(&cfg.ProcRoot, "proc-root", cfg.ProcRoot, "path of the host's /proc")
+	f.BoolVar(&containerOnly, "containers-only", false, "print only processes that run in a container")
+	f.BoolVar(&withIDOnly, "with-id-only", false, "print only processes that carry or claim an ID")
+	return cmd
+}
+
+func runCapture(ctx context.Context, g *globalOptions, cfg capture.Config, keep func(capture.Event) bool) error {
+	log := g.logger()
+	p, err := capture.Load(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	enc := json.NewEncoder(out)
+	emit := func(ev capture.Event) {
+		if keep(ev) {
+			_ = enc.Encode(ev)
+			if p.Backlog() == 0 {
+				out.Flush()
+			}
+		}
+	}
+	if err := p.Attach(); err != nil {
+		return err
+	}
+	boot, err := p.Bootstrap()
+	if err != nil {
+		log.Warn().Err(err).Str("component", "capture").Msg("bootstrapping from procfs")
+	}
+	for _, ev := range boot {
+		emit(ev)
+	}
+	out.Flush()
+	log.Info().Str("component", "capture").Bool("resumed", p.Resumed()).Int("bootstrapped", len(boot)).Msg("capturing")
+	return p.Run(ctx, emit, nil)
+}

@@ -1,0 +1,115 @@
+package capture
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Kernel limits that bound the configuration.
+const (
+	maxKeys        = 4          // MAX_KEYS in bpf/include/correlator.h
+	maxKeyLen      = 64         // KEY_MAX_LEN
+	MaxScanBudget  = 6 << 20    // execve's cap on argv+envp: 3/4 of the 8 MiB _STK_LIM
+	minScanBudget  = 4 << 10    // below this a scan proves nothing
+	DefaultPinPath = "/sys/fs/bpf/correlator"
+)
+
+// Config configures the probe. Start from Default and call Validate.
+type Config struct {
+	// Keys are the environment keys to capture; Keys[0] is the audit ID key.
+	Keys []string
+	// ScanBudget bounds the environment bytes scanned per exec.
+	ScanBudget uint32
+	// PinPath is the bpffs directory holding the lineage map across
+	// restarts; empty disables pinning (tests, one-shot runs).
+	PinPath string
+	// RingBufferBytes sizes the kernel-to-userspace ring (a power of two).
+	RingBufferBytes uint32
+	// LineageEntries caps the live processes tracked in sessions.
+	LineageEntries uint32
+	// ProcRoot is /proc, or /host/proc in a DaemonSet.
+	ProcRoot string
+}
+
+// Default returns the configuration correlator ships with.
+func Default() Config {
+	return Config{
+		Keys:            []string{"KUBERNETES_EXEC_AUDIT_ID", "SPO_EXEC_REQUEST_UID"},
+		ScanBudget:      1 << 20,
+		PinPath:         DefaultPinPath,
+		RingBufferBytes: 16 << 20,
+		LineageEntries:  16384,
+		ProcRoot:        "/proc",
+	}
+}
+
+// Validate reports the first problem with c.
+func (c Config) Validate() error {
+	if len(c.Keys) == 0 || len(c.Keys) > maxKeys {
+		return fmt.Errorf("validating keys: need 1 to %d keys, got %d", maxKeys, len(c.Keys))
+	}
+	seen := map[string]bool{}
+	for _, k := range c.Keys {
+		if err := validateKey(k); err != nil {
+			return err
+		}
+		if seen[k] {
+			return fmt.Errorf("validating key %q: listed twice", k)
+		}
+		seen[k] = true
+	}
+	if c.ScanBudget < minScanBudget || c.ScanBudget > MaxScanBudget {
+		return fmt.Errorf("validating scan budget %d: must be between %d and %d bytes", c.ScanBudget, minScanBudget, MaxScanBudget)
+	}
+	if c.RingBufferBytes < 1<<16 || c.RingBufferBytes&(c.RingBufferBytes-1) != 0 {
+		return fmt.Errorf("validating ring buffer size %d: must be a power of two of at least 64 KiB", c.RingBufferBytes)
+	}
+	if c.LineageEntries < 64 {
+		return fmt.Errorf("validating lineage entries %d: must be at least 64", c.LineageEntries)
+	}
+	if c.PinPath != "" && !filepath.IsAbs(c.PinPath) {
+		return fmt.Errorf("validating pin path %q: must be absolute", c.PinPath)
+	}
+	if c.ProcRoot == "" {
+		return errors.New("validating proc root: must not be empty")
+	}
+	return nil
+}
+
+// validateKey applies KEP-4369's rule: any printable ASCII except '='.
+func validateKey(k string) error {
+	if k == "" || len(k) > maxKeyLen {
+		return fmt.Errorf("validating key %q: length must be 1 to %d", k, maxKeyLen)
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 32 || k[i] > 126 || k[i] == '=' {
+			return fmt.Errorf("validating key %q: byte %d is not printable ASCII or is '='", k, i)
+		}
+	}
+	return nil
+}
+
+// Preflight says exactly what is missing for capture to run here.
+func Preflight() error {
+	var missing []error
+	if os.Geteuid() != 0 {
+		missing = append(missing, errors.New("capture needs root (CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN to load tracing programs); run it with sudo or as root"))
+	}
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		missing = append(missing, errors.New("this kernel exposes no BTF (/sys/kernel/btf/vmlinux is missing); capture needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (5.8 or later)"))
+	}
+	return errors.Join(missing...)
+}
+
+// keyPattern packs the first bytes of "KEY=" into the prefix and mask the
+// BPF scan compares with one 8-byte load.
+func keyPattern(k string) (prefix, mask uint64) {
+	pat := k + "="
+	for i := 0; i < 8 && i < len(pat); i++ {
+		prefix |= uint64(pat[i]) << (8 * i)
+		mask |= 0xff << (8 * i)
+	}
+	return prefix, mask
+}

@@ -1,0 +1,103 @@
+package capture
+
+import (
+	"strconv"
+	"time"
+)
+
+// Kind names what an Event records.
+type Kind string
+
+const (
+	KindExec Kind = "exec"
+	KindExit Kind = "exit"
+)
+
+// Source says where an ID came from.
+type Source string
+
+const (
+	SourceNone      Source = ""
+	SourceEnv       Source = "env"       // the session root's own environment
+	SourceInherited Source = "inherited" // carried through fork by the kernel
+	SourceProcfs    Source = "procfs"    // bootstrapped from /proc/<pid>/environ
+)
+
+// Flag names, shared with the joiner and the API.
+const (
+	FlagEnvMismatch    = "env_mismatch"
+	FlagEnvRemoved     = "env_removed"
+	FlagRootUnverified = "root_unverified"
+	FlagDuplicateKey   = "duplicate_key"
+	FlagPlaceholder    = "placeholder"
+	FlagNonstandardID  = "nonstandard_id"
+	FlagIDTruncated    = "id_truncated"
+	FlagScanTruncated  = "scan_truncated"
+	FlagArgvTruncated  = "argv_truncated"
+	FlagScanError      = "scan_error"
+	FlagStaleLineage   = "stale_lineage"
+	FlagLineageFull    = "lineage_full"
+)
+
+// KeyValue is what the kernel recorded for one configured key.
+type KeyValue struct {
+	Value   string   `json:"value,omitempty"`
+	Claimed string   `json:"claimed,omitempty"`
+	Source  Source   `json:"source,omitempty"`
+	Flags   []string `json:"flags,omitempty"`
+}
+
+// Event is one process exec or exit, as `correlator capture` prints it.
+type Event struct {
+	Time            time.Time `json:"time"`
+	Kind            Kind      `json:"kind"`
+	ProcessID       string    `json:"processID"`
+	ParentProcessID string    `json:"parentProcessID,omitempty"`
+	PID             uint32    `json:"pid"`
+	PPID            uint32    `json:"ppid"`
+	UID             uint32    `json:"uid"`
+	Filename        string    `json:"filename,omitempty"`
+	Argv            []string  `json:"argv,omitempty"`
+	ArgvTruncated   bool      `json:"argvTruncated,omitempty"`
+	ContainerID     string    `json:"containerID,omitempty"`
+	PodUID          string    `json:"podUID,omitempty"`
+	Cgroup          string    `json:"cgroup,omitempty"`
+	CgroupID        uint64    `json:"cgroupID,omitempty"`
+	PIDNamespace    uint32    `json:"pidNamespace,omitempty"`
+	AuditID         string    `json:"auditID"`
+	ClaimedAuditID  string    `json:"claimedAuditID,omitempty"`
+	Source          Source    `json:"source,omitempty"`
+	Flags           []string  `json:"flags"`
+	// Keys holds every configured key other than the audit ID key.
+	Keys            map[string]KeyValue `json:"keys,omitempty"`
+	SessionRootID   string              `json:"sessionRootID,omitempty"`
+	Depth           uint32              `json:"depth,omitempty"`
+	EnvBytes        uint32              `json:"envBytes,omitempty"`
+	ExitCode        *int                `json:"exitCode,omitempty"`
+	Signal          int                 `json:"signal,omitempty"`
+	StartBootNs     uint64              `json:"-"`
+	ParentStartNs   uint64              `json:"-"`
+}
+
+// ticksNs is the resolution /proc reports start times in (USER_HZ=100).
+const ticksNs = 10_000_000
+
+// ProcessKey renders the stable process key from tgid and start time.
+// Start time is kept at /proc's 10 ms resolution so that a process seen by
+// the kernel and one bootstrapped from /proc get the same key.
+func ProcessKey(tgid uint32, startBootNs uint64) string {
+	if tgid == 0 {
+		return ""
+	}
+	return strconv.FormatUint(uint64(tgid), 10) + "-" + strconv.FormatUint(startBootNs/ticksNs, 10)
+}
+
+// HasFlag reports whether the event carries flag f.
+func (e *Event) HasFlag(f string) bool {
+	for _, x := range e.Flags {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
