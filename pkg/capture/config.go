@@ -9,10 +9,10 @@ import (
 
 // Kernel limits that bound the configuration.
 const (
-	maxKeys        = 4          // MAX_KEYS in bpf/include/correlator.h
-	maxKeyLen      = 64         // KEY_MAX_LEN
-	MaxScanBudget  = 6 << 20    // execve's cap on argv+envp: 3/4 of the 8 MiB _STK_LIM
-	minScanBudget  = 4 << 10    // below this a scan proves nothing
+	maxKeys        = 4       // MAX_KEYS in bpf/include/correlator.h
+	maxKeyLen      = 64      // KEY_MAX_LEN
+	MaxScanBudget  = 6 << 20 // execve's cap on argv+envp: 3/4 of the 8 MiB _STK_LIM
+	minScanBudget  = 4 << 10 // below this a scan proves nothing
 	DefaultPinPath = "/sys/fs/bpf/correlator"
 )
 

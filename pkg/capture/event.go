@@ -69,14 +69,14 @@ type Event struct {
 	Source          Source    `json:"source,omitempty"`
 	Flags           []string  `json:"flags"`
 	// Keys holds every configured key other than the audit ID key.
-	Keys            map[string]KeyValue `json:"keys,omitempty"`
-	SessionRootID   string              `json:"sessionRootID,omitempty"`
-	Depth           uint32              `json:"depth,omitempty"`
-	EnvBytes        uint32              `json:"envBytes,omitempty"`
-	ExitCode        *int                `json:"exitCode,omitempty"`
-	Signal          int                 `json:"signal,omitempty"`
-	StartBootNs     uint64              `json:"-"`
-	ParentStartNs   uint64              `json:"-"`
+	Keys          map[string]KeyValue `json:"keys,omitempty"`
+	SessionRootID string              `json:"sessionRootID,omitempty"`
+	Depth         uint32              `json:"depth,omitempty"`
+	EnvBytes      uint32              `json:"envBytes,omitempty"`
+	ExitCode      *int                `json:"exitCode,omitempty"`
+	Signal        int                 `json:"signal,omitempty"`
+	StartBootNs   uint64              `json:"-"`
+	ParentStartNs uint64              `json:"-"`
 }
 
 // ticksNs is the resolution /proc reports start times in (USER_HZ=100).
