@@ -1,0 +1,172 @@
+package auditlog
+
+// DefaultMaxRecords bounds the Merger's memory.
+const DefaultMaxRecords = 100_000
+
+// MergerConfig configures a Merger.
+type MergerConfig struct {
+	// MaxRecords caps the records held; the oldest are evicted first.
+	// <= 0 means DefaultMaxRecords.
+	MaxRecords int
+}
+
+// MergerStats counts what the Merger did.
+type MergerStats struct {
+	Events     int64 // events accepted (stages applied)
+	Duplicates int64 // exact redeliveries of (auditID, request, stage) dropped
+	Conflicts  int64 // requests that reused an auditID held by another request
+	Ignored    int64 // non-streaming events passed in
+	Evicted    int64 // records dropped to respect MaxRecords
+	Records    int   // records held now
+}
+
+// AddResult says what one Add did. Updated holds copies of every record the
+// event changed (two when it revealed an auditID conflict); Evicted the
+// records pushed out to make room.
+type AddResult struct {
+	Updated   []ExecRecord
+	Evicted   []ExecRecord
+	Duplicate bool
+}
+
+// Merger folds the stages of streaming requests into ExecRecords keyed by
+// auditID. It does no I/O and keeps no clock, so the joiner can drive it
+// with any interleaving. Not safe for concurrent use.
+type Merger struct {
+	max   int
+	byID  map[string][]*entry
+	order []*entry // insertion order, for eviction; head is order[head]
+	head  int
+	stats MergerStats
+}
+
+type entry struct {
+	rec     ExecRecord
+	key     requestKey
+	stages  map[string]bool
+	ranks   ranks
+	evicted bool
+}
+
+// requestKey is what every stage of one request shares; two events with one
+// auditID but different keys are different requests.
+type requestKey struct {
+	uri, verb, user, namespace, name, subresource string
+}
+
+func keyOf(ev *Event) requestKey {
+	k := requestKey{uri: ev.RequestURI, verb: ev.Verb, user: ev.User.Username}
+	if ev.ObjectRef != nil {
+		k.namespace, k.name, k.subresource = ev.ObjectRef.Namespace, ev.ObjectRef.Name, ev.ObjectRef.Subresource
+	}
+	return k
+}
+
+// NewMerger returns an empty Merger.
+func NewMerger(cfg MergerConfig) *Merger {
+	if cfg.MaxRecords <= 0 {
+		cfg.MaxRecords = DefaultMaxRecords
+	}
+	return &Merger{max: cfg.MaxRecords, byID: map[string][]*entry{}}
+}
+
+// Add applies one event. Non-streaming events are ignored.
+func (m *Merger) Add(ev Event) AddResult {
+	var res AddResult
+	if !IsStreaming(&ev) {
+		m.stats.Ignored++
+		return res
+	}
+	key := keyOf(&ev)
+	entries := m.byID[ev.AuditID]
+	var e *entry
+	for _, c := range entries {
+		if c.key == key {
+			e = c
+			break
+		}
+	}
+	if e != nil && e.stages[ev.Stage] {
+		m.stats.Duplicates++
+		res.Duplicate = true
+		return res
+	}
+	if e == nil {
+		e = &entry{rec: *newRecord(&ev), key: key, stages: map[string]bool{}, ranks: ranks{code: -1, annotations: -1}}
+		if len(entries) > 0 {
+			m.stats.Conflicts++
+			e.rec.addFlag(FlagAuditIDConflict)
+			for _, other := range entries {
+				if !other.rec.HasFlag(FlagAuditIDConflict) {
+					other.rec.addFlag(FlagAuditIDConflict)
+					res.Updated = append(res.Updated, other.rec.clone())
+				}
+			}
+		}
+		m.byID[ev.AuditID] = append(entries, e)
+		m.order = append(m.order, e)
+		res.Evicted = m.evict()
+	}
+	e.stages[ev.Stage] = true
+	e.rec.apply(&ev, &e.ranks)
+	m.stats.Events++
+	res.Updated = append(res.Updated, e.rec.clone())
+	return res
+}
+
+// evict drops the oldest records beyond the cap.
+func (m *Merger) evict() []ExecRecord {
+	var out []ExecRecord
+	for len(m.order)-m.head > m.max {
+		old := m.order[m.head]
+		m.order[m.head] = nil
+		m.head++
+		old.evicted = true
+		m.stats.Evicted++
+		out = append(out, old.rec.clone())
+		list := m.byID[old.rec.AuditID]
+		for i, c := range list {
+			if c == old {
+				list = append(list[:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(m.byID, old.rec.AuditID)
+		} else {
+			m.byID[old.rec.AuditID] = list
+		}
+	}
+	// Compact the queue once the dead prefix dominates.
+	if m.head > 1024 && m.head > len(m.order)/2 {
+		m.order = append([]*entry(nil), m.order[m.head:]...)
+		m.head = 0
+	}
+	return out
+}
+
+// Lookup returns copies of the records held for auditID (more than one when
+// the ID is in conflict).
+func (m *Merger) Lookup(auditID string) []ExecRecord {
+	var out []ExecRecord
+	for _, e := range m.byID[auditID] {
+		out = append(out, e.rec.clone())
+	}
+	return out
+}
+
+// Records returns copies of every record held, oldest first.
+func (m *Merger) Records() []ExecRecord {
+	out := make([]ExecRecord, 0, len(m.order)-m.head)
+	for _, e := range m.order[m.head:] {
+		out = append(out, e.rec.clone())
+	}
+	return out
+}
+
+// Stats returns the counters.
+func (m *Merger) Stats() MergerStats {
+	s := m.stats
+	s.Records = len(m.order) - m.head
+	return s
+}

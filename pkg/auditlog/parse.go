@@ -1,0 +1,357 @@
+package auditlog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+)
+
+// DefaultMaxLineBytes bounds one line or one CRI-reassembled record.
+const DefaultMaxLineBytes = 64 << 20
+
+// maxNesting bounds envelopes inside envelopes (array of EventLists, ...).
+const maxNesting = 4
+
+var (
+	utf8BOM = []byte("\xef\xbb\xbf")
+	// The apiserver's encoder writes kind and apiVersion first; EventList items
+	// start with level. Lines with these prefixes take the fast path.
+	fastEventPrefix = []byte(`{"kind":"Event",`)
+	fastItemPrefix  = []byte(`{"level":"`)
+	subresourceKey  = []byte(`"subresource":"`)
+)
+
+// Parser is the pure core of ingestion: bytes in, streaming events and
+// counters out. It keeps only the state a framing needs across lines (CRI
+// partial lines). Not safe for concurrent use.
+type Parser struct {
+	// All makes the Parser decode and return every event, not only the
+	// streaming ones; this disables the fast path.
+	All bool
+
+	maxLine int
+	counts  Counts
+	events  []Event
+	skips   []Reason
+	partial []byte // CRI "P" chunks awaiting their "F" line
+}
+
+// NewParser returns a Parser; maxLine <= 0 means DefaultMaxLineBytes.
+func NewParser(maxLine int) *Parser {
+	if maxLine <= 0 {
+		maxLine = DefaultMaxLineBytes
+	}
+	return &Parser{maxLine: maxLine}
+}
+
+// Counts returns the running totals.
+func (p *Parser) Counts() Counts { return p.counts }
+
+// Skips returns the reasons skipped by the last ParseLine/ParseDocument call;
+// valid until the next call.
+func (p *Parser) Skips() []Reason { return p.skips }
+
+// ParseLine parses one line of a log (without its newline) in any line
+// framing: JSON, `hostname {json}`, CRI `ts stream P|F {json}`, or the legacy
+// text format. It returns the streaming events found; the slice is reused by
+// the next call.
+func (p *Parser) ParseLine(line []byte) []Event {
+	p.reset()
+	p.counts.Lines++
+	p.line(line)
+	return p.events
+}
+
+// ParseDocument parses a whole body: one or more JSON values (EventList,
+// Event, array, vendor envelope), or JSON lines. Used for webhook bodies and
+// pretty-printed files.
+func (p *Parser) ParseDocument(b []byte) []Event {
+	p.reset()
+	p.text(trimSpace(bytes.TrimPrefix(b, utf8BOM)), 0)
+	return p.events
+}
+
+// SkipTooLarge records a line the framing had to drop for its size.
+func (p *Parser) SkipTooLarge() {
+	p.reset()
+	p.counts.Lines++
+	p.skip(ReasonTooLarge)
+}
+
+func (p *Parser) reset() {
+	p.events = p.events[:0]
+	p.skips = p.skips[:0]
+}
+
+func (p *Parser) skip(r Reason) {
+	p.counts.Skipped[r]++
+	p.skips = append(p.skips, r)
+}
+
+func (p *Parser) line(line []byte) {
+	line = trimSpace(bytes.TrimPrefix(line, utf8BOM))
+	if len(line) == 0 {
+		return
+	}
+	if line[0] == '{' || line[0] == '[' {
+		p.text(line, 0)
+		return
+	}
+	if rest, partial, ok := cutCRI(line); ok {
+		p.cri(rest, partial)
+		return
+	}
+	if ev, ok := parseLegacy(line); ok {
+		p.event(&ev)
+		return
+	}
+	if rest, ok := cutHostname(line); ok {
+		p.text(rest, 0)
+		return
+	}
+	p.skip(ReasonUnknownFormat)
+}
+
+func (p *Parser) cri(rest []byte, partial bool) {
+	if len(p.partial)+len(rest) > p.maxLine {
+		p.partial = p.partial[:0]
+		p.skip(ReasonTooLarge)
+		return
+	}
+	if partial {
+		p.partial = append(p.partial, rest...)
+		return
+	}
+	if len(p.partial) > 0 {
+		p.partial = append(p.partial, rest...)
+		rest = p.partial
+		defer func() { p.partial = p.partial[:0] }()
+	}
+	p.line(rest)
+}
+
+// text parses one or more JSON values; the common single apiserver-encoded
+// Event is handled without decoding unless it may be a streaming request.
+func (p *Parser) text(b []byte, depth int) {
+	if len(b) == 0 {
+		return
+	}
+	if bytes.HasPrefix(b, fastEventPrefix) {
+		p.canonicalEvent(b)
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for {
+		var raw json.RawMessage
+		err := dec.Decode(&raw)
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			p.skip(syntaxReason(err))
+			return
+		}
+		p.value(raw, depth)
+	}
+}
+
+// canonicalEvent handles a value the apiserver's encoder wrote (it cannot be
+// an envelope). Unless some "subresource" in it names a streaming
+// subresource it is counted without decoding, allocating nothing.
+func (p *Parser) canonicalEvent(b []byte) {
+	switch {
+	case b[len(b)-1] != '}':
+		p.skip(ReasonTruncated)
+	case p.All || mayBeStreaming(b):
+		p.decodeEvent(b)
+	default:
+		p.counts.Events++
+	}
+}
+
+// mayBeStreaming looks for "subresource":"<streaming>" anywhere in b. False
+// positives (a request body quoting one) only cost a full decode.
+func mayBeStreaming(b []byte) bool {
+	for {
+		i := bytes.Index(b, subresourceKey)
+		if i < 0 {
+			return false
+		}
+		b = b[i+len(subresourceKey):]
+		end := bytes.IndexByte(b, '"')
+		if end < 0 {
+			return false
+		}
+		switch string(b[:end]) {
+		case SubresourceExec, SubresourceAttach, SubresourcePortForward, SubresourceEphemeralContainers:
+			return true
+		}
+	}
+}
+
+// envelope holds the keys that tell the non-Event shapes apart.
+type envelope struct {
+	Items      json.RawMessage `json:"items"`
+	Records    json.RawMessage `json:"records"`
+	LogEvents  json.RawMessage `json:"logEvents"`
+	Properties json.RawMessage `json:"properties"`
+}
+
+func (p *Parser) value(raw []byte, depth int) {
+	raw = trimSpace(raw)
+	if len(raw) == 0 {
+		return
+	}
+	if depth > maxNesting {
+		p.skip(ReasonNotAnEvent)
+		return
+	}
+	switch raw[0] {
+	case '[':
+		var items []json.RawMessage
+		if err := json.Unmarshal(raw, &items); err != nil {
+			p.skip(syntaxReason(err))
+			return
+		}
+		for _, it := range items {
+			p.value(it, depth+1)
+		}
+		return
+	case '{':
+	default:
+		p.skip(ReasonNotAnEvent)
+		return
+	}
+	if bytes.HasPrefix(raw, fastEventPrefix) || (depth > 0 && bytes.HasPrefix(raw, fastItemPrefix)) {
+		p.canonicalEvent(raw)
+		return
+	}
+	var env envelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		p.skip(syntaxReason(err))
+		return
+	}
+	switch {
+	case isArray(env.Items):
+		p.value(env.Items, depth+1)
+	case isArray(env.Records):
+		p.aksRecords(env.Records, depth)
+	case isArray(env.LogEvents):
+		p.cloudWatch(env.LogEvents)
+	default:
+		p.decodeEvent(raw)
+	}
+}
+
+// aksRecords reads Azure diagnostic records: properties.log is the Event,
+// usually as a JSON string, sometimes as an object.
+func (p *Parser) aksRecords(raw []byte, depth int) {
+	var recs []struct {
+		Properties struct {
+			Log json.RawMessage `json:"log"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(raw, &recs); err != nil {
+		p.skip(ReasonBadEnvelope)
+		return
+	}
+	for _, r := range recs {
+		log := trimSpace(r.Properties.Log)
+		switch {
+		case len(log) > 0 && log[0] == '"':
+			var s string
+			if err := json.Unmarshal(log, &s); err != nil {
+				p.skip(ReasonBadEnvelope)
+				continue
+			}
+			p.line([]byte(s))
+		case len(log) > 0 && log[0] == '{':
+			p.value(log, depth+1)
+		default:
+			p.skip(ReasonBadEnvelope)
+		}
+	}
+}
+
+// cloudWatch reads a CloudWatch Logs subscription payload; each message is
+// one log line.
+func (p *Parser) cloudWatch(raw []byte) {
+	var evs []struct {
+		Message *string `json:"message"`
+	}
+	if err := json.Unmarshal(raw, &evs); err != nil {
+		p.skip(ReasonBadEnvelope)
+		return
+	}
+	for _, e := range evs {
+		if e.Message == nil {
+			p.skip(ReasonBadEnvelope)
+			continue
+		}
+		p.line([]byte(*e.Message))
+	}
+}
+
+func (p *Parser) decodeEvent(raw []byte) {
+	var ev Event
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		p.skip(decodeReason(err))
+		return
+	}
+	if !looksLikeEvent(&ev) {
+		p.skip(ReasonNotAnEvent)
+		return
+	}
+	p.event(&ev)
+}
+
+func (p *Parser) event(ev *Event) {
+	p.counts.Events++
+	streaming := IsStreaming(ev)
+	if streaming {
+		p.counts.Streaming++
+	}
+	if streaming || p.All {
+		p.events = append(p.events, *ev)
+	}
+}
+
+func decodeReason(err error) Reason {
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, errBadTimestamp):
+		return ReasonBadTimestamp
+	case errors.As(err, &te):
+		return ReasonBadFieldType
+	}
+	return syntaxReason(err)
+}
+
+func syntaxReason(err error) Reason {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return ReasonTruncated
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) && se.Error() == "unexpected end of JSON input" {
+		return ReasonTruncated
+	}
+	return ReasonMalformedJSON
+}
+
+func isArray(b json.RawMessage) bool {
+	b = trimSpace(b)
+	return len(b) > 0 && b[0] == '['
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
