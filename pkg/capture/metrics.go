@@ -1,0 +1,70 @@
+package capture
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Collector exports the kernel's counters as monotonic Prometheus counters.
+// It reads the per-CPU map at scrape time and never resets it, so a
+// restarted scraper sees the same totals.
+type Collector struct {
+	p            *Probe
+	drops        *prometheus.Desc
+	lineageFull  *prometheus.Desc
+	scanTrunc    *prometheus.Desc
+	scanErrors   *prometheus.Desc
+	decodeErrors prometheus.Counter
+	events       *prometheus.CounterVec
+}
+
+// NewCollector returns the probe's metrics. Register it on the agent's
+// registry; count decoded events with Observe and bad frames with BadFrame.
+func NewCollector(p *Probe) *Collector {
+	return &Collector{
+		p: p,
+		drops: prometheus.NewDesc("correlator_capture_ringbuf_drops_total",
+			"Events lost because the kernel ring buffer was full.", nil, nil),
+		lineageFull: prometheus.NewDesc("correlator_capture_lineage_full_total",
+			"Processes whose lineage could not be stored because the map was full.", nil, nil),
+		scanTrunc: prometheus.NewDesc("correlator_capture_scan_truncated_total",
+			"Execs whose environment exceeded the scan budget.", nil, nil),
+		scanErrors: prometheus.NewDesc("correlator_capture_scan_errors_total",
+			"Execs whose environment could not be read.", nil, nil),
+		decodeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "correlator_capture_decode_errors_total",
+			Help: "Ring-buffer frames that did not decode.",
+		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "correlator_capture_events_total",
+			Help: "Process events decoded, by kind.",
+		}, []string{"kind"}),
+	}
+}
+
+// Observe counts one decoded event.
+func (c *Collector) Observe(ev Event) { c.events.WithLabelValues(string(ev.Kind)).Inc() }
+
+// BadFrame counts one frame that did not decode.
+func (c *Collector) BadFrame(error) { c.decodeErrors.Inc() }
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.drops
+	ch <- c.lineageFull
+	ch <- c.scanTrunc
+	ch <- c.scanErrors
+	c.decodeErrors.Describe(ch)
+	c.events.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	if s, err := c.p.Stats(); err == nil {
+		ch <- prometheus.MustNewConstMetric(c.drops, prometheus.CounterValue, float64(s.RingbufDrops))
+		ch <- prometheus.MustNewConstMetric(c.lineageFull, prometheus.CounterValue, float64(s.LineageFull))
+		ch <- prometheus.MustNewConstMetric(c.scanTrunc, prometheus.CounterValue, float64(s.ScanTruncated))
+		ch <- prometheus.MustNewConstMetric(c.scanErrors, prometheus.CounterValue, float64(s.ScanErrors))
+	}
+	c.decodeErrors.Collect(ch)
+	c.events.Collect(ch)
+}
