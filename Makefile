@@ -1,0 +1,140 @@
+# correlator: build, test, benchmark and demo.
+#
+#   make demo       a runc container, one exec session that forks and tampers,
+#                   and what `correlator capture` recorded (root)
+#   make test       every test, privileged BPF and runc tests included (root)
+#   make generate   rebuild the committed bpf2go output from bpf/
+#   make bench | fuzz | lint | build | deps | clean
+#
+# Privileged targets install what they need with apt-get (Debian/Ubuntu).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -ec
+.DEFAULT_GOAL := build
+
+# Go from the official tarball lives in /usr/local/go, often off root's PATH.
+export PATH := $(PATH):/usr/local/go/bin
+
+GO        ?= go
+BIN       := bin/correlator
+PKGS      ?= ./...
+# go test -p: packages run one at a time. BPF tests load programs into the
+# real kernel and watch every exec on the machine; a second package's execs
+# would land in their benchmarks and drop counters.
+TEST_P       ?= 1
+TEST_TIMEOUT ?= 20m
+TESTFLAGS    ?=
+BENCH        ?= .
+BENCHTIME    ?= 1s
+BENCH_TIMEOUT ?= 60m
+FUZZTIME     ?= 30s
+# The committed bpf2go output was built with Debian 12's clang 14 and
+# libbpf-dev 1.1; another clang may emit different (still valid) bytes.
+CLANG_MAJOR  ?= 14
+
+# Debian packages as package:check, where check is a command that must be on
+# PATH, "static:busybox" for a statically linked binary, or "dpkg" for an
+# installed package.
+RUNTIME_DEPS  := runc:runc busybox-static:static:busybox jq:jq
+GENERATE_DEPS := clang:clang llvm:llvm-strip libbpf-dev:dpkg
+
+IS_ROOT := $(filter 0,$(shell id -u))
+
+# ensure_pkgs <package:check...> <strict>: install the missing packages with
+# apt-get (one apt-get update first, only when something is missing). Without
+# root it prints what is missing and the command to install it; strict=1
+# makes that an error.
+define ensure_pkgs
+missing=(); \
+for spec in $(1); do \
+	pkg=$${spec%%:*}; check=$${spec#*:}; \
+	case $$check in \
+	dpkg) dpkg -s "$$pkg" 2>/dev/null | grep -q '^Status: install ok installed' || missing+=("$$pkg") ;; \
+	static:*) b=$$(command -v "$${check#static:}" || true); \
+		if [ -z "$$b" ]; then missing+=("$$pkg"); \
+		else out=$$(LC_ALL=C ldd "$$b" 2>&1 || true); \
+			case $$out in *"not a dynamic executable"*|*"statically linked"*) ;; *) missing+=("$$pkg") ;; esac; fi ;; \
+	*) command -v "$$check" >/dev/null 2>&1 || missing+=("$$pkg") ;; \
+	esac; \
+done; \
+if [ $${#missing[@]} -eq 0 ]; then \
+	echo "deps: present: $(foreach s,$(1),$(firstword $(subst :, ,$(s))))"; \
+elif [ "$$(id -u)" = 0 ]; then \
+	echo "deps: installing $${missing[*]} with apt-get"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends "$${missing[@]}"; \
+else \
+	echo "deps: missing Debian packages: $${missing[*]}" >&2; \
+	echo "deps: not root, so not installing them; run:" >&2; \
+	echo "    sudo apt-get update && sudo apt-get install -y $${missing[*]}" >&2; \
+	if [ "$(2)" = 1 ]; then exit 1; fi; \
+fi
+endef
+
+.PHONY: all deps deps-test deps-generate generate build test bench demo lint fuzz clean
+
+all: lint build test
+
+## deps: runc, busybox-static and jq (tests, demo), then `go mod download`.
+deps:
+	@$(call ensure_pkgs,$(RUNTIME_DEPS),1)
+	$(GO) mod download
+
+# deps-test: like deps, but without root only warns: the unprivileged tests
+# still run, and the privileged ones skip (or fail, under CI=true).
+deps-test:
+	@$(call ensure_pkgs,$(RUNTIME_DEPS),$(if $(IS_ROOT),1,0))
+	$(GO) mod download
+
+## deps-generate: clang, llvm (llvm-strip) and libbpf-dev for `make generate`.
+deps-generate:
+	@$(call ensure_pkgs,$(GENERATE_DEPS),1)
+	$(GO) mod download
+
+## generate: rebuild pkg/capture/correlator_bpfel.{go,o} from bpf/ with the
+## bpf2go pinned in go.mod; the result must match what is committed.
+generate: deps-generate
+	@v=$$(clang -dumpversion); if [ "$${v%%.*}" != "$(CLANG_MAJOR)" ]; then \
+		echo "generate: warning: clang $$v, but the committed objects come from clang $(CLANG_MAJOR) (Debian 12); expect a byte-level diff" >&2; fi
+	$(GO) generate ./pkg/capture/...
+
+## build: bin/correlator.
+build:
+	$(GO) build -o $(BIN) ./cmd/correlator
+
+## test: every test in every package, privileged ones included.
+test: deps-test
+	@if [ -z "$(IS_ROOT)" ]; then \
+		echo "test: not running as root: privileged tests (BPF, runc) will SKIP;" \
+			"under CI=true a skip is a FAILURE. Run: sudo make test" >&2; fi
+	$(GO) test -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
+
+## bench: benchmarks only, with allocations (root). BENCH=regex BENCHTIME=1s|100x.
+bench: deps-test
+	@if [ -z "$(IS_ROOT)" ]; then echo "bench: not root: the BPF benchmarks will skip" >&2; fi
+	$(GO) test -count=1 -p 1 -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem -timeout $(BENCH_TIMEOUT) $(PKGS)
+
+## fuzz: each Fuzz* function of each package for FUZZTIME (default 30s).
+fuzz:
+	@n=0; for pkg in $$($(GO) list $(PKGS)); do \
+		list=$$($(GO) test -list 'Fuzz.*' "$$pkg"); \
+		for f in $$(grep '^Fuzz' <<<"$$list" || true); do \
+			echo "fuzz: $$pkg $$f for $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+			n=$$((n+1)); \
+		done; \
+	done; echo "fuzz: $$n fuzz targets ran for $(FUZZTIME) each"
+
+## demo: a runc container, an exec session that forks and tampers, and the
+## events `correlator capture` recorded for it (root).
+demo: deps build
+	bash scripts/demo.sh
+
+## lint: gofmt and go vet.
+lint:
+	@out=$$(gofmt -l .); \
+		if [ -n "$$out" ]; then echo "gofmt: these files need gofmt -w:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+clean:
+	rm -rf bin
