@@ -1,0 +1,83 @@
+package capture
+
+import (
+	"testing"
+
+	"github.com/execid/correlator/internal/testutil"
+)
+
+// TestKernelRestart stops the agent while a session runs and starts a new
+// one on the same pinned lineage: a process started before the restart
+// still resolves to its session.
+func TestKernelRestart(t *testing.T) {
+	testutil.RequireRoot(t)
+	cfg := Default()
+	cfg.PinPath = testPinPath(t)
+	id := testutil.RandomUUID()
+	tok := "restart-" + id[:8]
+
+	first := startHarness(t, cfg)
+	if first.p.Resumed() {
+		t.Fatal("a fresh pin path reported resumed state")
+	}
+	root, wait := spawn(t, []string{"/bin/sh", "-c", "sleep 1; exec /bin/echo " + tok}, []string{keyEnv(id), "PATH=/bin"})
+	first.waitFor("session root", execOf(root))
+	first.stop()
+
+	second := startHarness(t, cfg)
+	if !second.p.Resumed() {
+		t.Fatal("restart did not find the pinned lineage")
+	}
+	boot, err := second.p.Bootstrap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range boot {
+		if ev.PID == uint32(root) {
+			t.Errorf("bootstrap re-added pid %d although the kernel's entry survived", root)
+		}
+	}
+	wait()
+	ev := second.waitFor("exec after the restart", func(e Event) bool {
+		return execWithArg(tok)(e) && e.Filename == "/bin/echo"
+	})
+	if ev.AuditID != id || ev.Source != SourceInherited {
+		t.Errorf("after restart: auditID %q source %q, want %s inherited", ev.AuditID, ev.Source, id)
+	}
+	noFlags(t, ev, FlagStaleLineage)
+}
+
+// TestKernelColdStart starts a session before any agent, then an agent
+// with nothing pinned: it bootstraps the session from /proc.
+func TestKernelColdStart(t *testing.T) {
+	testutil.RequireRoot(t)
+	id := testutil.RandomUUID()
+	tok := "cold-" + id[:8]
+	root, wait := spawn(t, []string{"/bin/sh", "-c", "sleep 1; exec /bin/echo " + tok}, []string{keyEnv(id), "PATH=/bin"})
+
+	h := newHarness(t, nil)
+	if h.p.Resumed() {
+		t.Fatal("fresh pin path reported resumed state")
+	}
+	boot, err := h.p.Bootstrap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, ev := range boot {
+		if ev.PID == uint32(root) {
+			found = true
+			if ev.AuditID != id || ev.Source != SourceProcfs {
+				t.Errorf("bootstrapped root: auditID %q source %q", ev.AuditID, ev.Source)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("bootstrap did not report pid %d", root)
+	}
+	wait()
+	ev := h.waitFor("exec after bootstrap", func(e Event) bool { return execWithArg(tok)(e) && e.Filename == "/bin/echo" })
+	if ev.AuditID != id || ev.Source != SourceProcfs {
+		t.Errorf("exec after bootstrap: auditID %q source %q, want %s procfs", ev.AuditID, ev.Source, id)
+	}
+}
