@@ -62,7 +62,7 @@ if [ $${#missing[@]} -eq 0 ]; then \
 elif [ "$$(id -u)" = 0 ]; then \
 	echo "deps: installing $${missing[*]} with apt-get"; \
 	export DEBIAN_FRONTEND=noninteractive; \
-	apt-get update -qq && apt-get install -y -qq --no-install-recommends "$${missing[@]}"; \
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends --no-upgrade "$${missing[@]}"; \
 else \
 	echo "deps: missing Debian packages: $${missing[*]}" >&2; \
 	echo "deps: not root, so not installing them; run:" >&2; \
