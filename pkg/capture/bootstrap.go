@@ -151,7 +151,8 @@ func (p *Probe) procEvent(pi *procInfo, e *correlatorLineage) Event {
 		ev.Filename = exe
 	}
 	if cmd, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
-		for _, a := range bytes.Split(bytes.TrimRight(cmd, "\x00"), []byte{0}) {
+		cmd = bytes.TrimSuffix(cmd, []byte{0}) // one NUL ends each argument
+		for _, a := range bytes.Split(cmd, []byte{0}) {
 			ev.Argv = append(ev.Argv, string(a))
 		}
 	}

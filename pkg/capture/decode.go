@@ -78,7 +78,7 @@ func (d *Decoder) exec(r *correlatorExecEvent) Event {
 		PPID:            r.Ppid,
 		UID:             r.Uid,
 		Filename:        cString(r.Filename[:], int(r.FilenameLen)),
-		Argv:            splitArgv(r.Argv[:], int(r.ArgvLen)),
+		Argv:            splitArgv(r.Argv[:], int(r.ArgvLen), r.Flags&uint32(correlatorEventFlagEVENT_FLAG_ARGV_TRUNCATED) != 0),
 		ArgvTruncated:   r.Flags&uint32(correlatorEventFlagEVENT_FLAG_ARGV_TRUNCATED) != 0,
 		CgroupID:        r.CgroupId,
 		PIDNamespace:    r.Pidns,
@@ -171,7 +171,8 @@ func slotValue(id, claimed *correlatorIdSlot) KeyValue {
 	}
 	kv.Flags = keyFlags(f)
 	if present {
-		kv.Flags = append(kv.Flags, valueFlags(kv.Value, f)...)
+		// Classify the authoritative value by its own flags, not the claim's.
+		kv.Flags = append(kv.Flags, valueFlags(kv.Value, id.Flags)...)
 	}
 	return kv
 }
@@ -249,16 +250,17 @@ func cString(b []int8, n int) string {
 	return string(s)
 }
 
-// splitArgv splits the NUL-separated argv block; a cut-off last argument is kept.
-func splitArgv(b []int8, n int) []string {
+// splitArgv splits the NUL-separated argv block. Every argument ends in
+// one NUL, so exactly one is dropped (empty arguments are kept); a block cut
+// off by the kernel's bound ends mid-argument and keeps that partial one.
+func splitArgv(b []int8, n int, truncated bool) []string {
 	if n <= 0 {
 		return nil
 	}
 	n = min(n, len(b))
 	s := unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), n)
-	s = bytes.TrimRight(s, "\x00")
-	if len(s) == 0 {
-		return nil
+	if !truncated && s[len(s)-1] == 0 {
+		s = s[:len(s)-1]
 	}
 	parts := bytes.Split(s, []byte{0})
 	out := make([]string, len(parts))

@@ -63,11 +63,11 @@ func parseStat(b []byte) (ppid uint32, startTicks uint64, err error) {
 	}
 	p, err := strconv.ParseUint(string(f[1]), 10, 32)
 	if err != nil {
-		return 0, 0, fmt.Errorf("parsing stat ppid: %w", err)
+		return 0, 0, fmt.Errorf("parsing stat ppid %q: %w", f[1], errBadStat)
 	}
 	st, err := strconv.ParseUint(string(f[19]), 10, 64)
 	if err != nil {
-		return 0, 0, fmt.Errorf("parsing stat starttime: %w", err)
+		return 0, 0, fmt.Errorf("parsing stat starttime %q: %w", f[19], errBadStat)
 	}
 	return uint32(p), st, nil
 }

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/execid/correlator/internal/testutil"
+	"github.com/execid/correlator/pkg/capture"
+)
+
+// buildBinary compiles correlator once per test.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "correlator")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building correlator: %v\n%s", err, out)
+	}
+	return bin
+}
+
+var ourPrograms = map[string]bool{"handle_exec": true, "handle_fork": true, "handle_exit": true}
+
+// ourLinks counts attached tracing links whose program is one of ours.
+func ourLinks(t *testing.T) int {
+	t.Helper()
+	it := new(link.Iterator)
+	var n int
+	for it.Next() {
+		info, err := it.Link.Info()
+		if err == nil {
+			if prog, err := ebpf.NewProgramFromID(info.Program); err == nil {
+				if pi, err := prog.Info(); err == nil && ourPrograms[pi.Name] {
+					n++
+				}
+				prog.Close()
+			}
+		}
+		it.Link.Close()
+	}
+	if err := it.Err(); err != nil {
+		t.Fatalf("iterating links: %v", err)
+	}
+	return n
+}
+
+// TestCaptureCommand runs the real binary: it prints a JSON line for a
+// session's exec and detaches everything on SIGINT.
+func TestCaptureCommand(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := buildBinary(t)
+	before := ourLinks(t)
+	cmd := exec.Command(bin, "capture", "--no-pin", "--with-id-only")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan capture.Event, 1024)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var ev capture.Event
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				t.Errorf("capture printed a non-JSON line %q: %v", sc.Text(), err)
+				continue
+			}
+			lines <- ev
+		}
+		close(lines)
+	}()
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(stderr.String(), "capturing"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("capture did not start: %s", stderr.String())
+		}
+	}
+	if got := ourLinks(t); got != before+3 {
+		t.Errorf("attached links: %d, want %d", got, before+3)
+	}
+	id := testutil.RandomUUID()
+	run := exec.Command("/bin/sh", "-c", "/bin/true cli-test; true")
+	run.Env = []string{"KUBERNETES_EXEC_AUDIT_ID=" + id, "PATH=/bin"}
+	if out, err := run.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var seen bool
+	timeout := time.After(20 * time.Second)
+	for !seen {
+		select {
+		case ev, ok := <-lines:
+			if !ok {
+				t.Fatalf("capture exited early: %s", stderr.String())
+			}
+			seen = ev.Kind == capture.KindExec && ev.AuditID == id && len(ev.Argv) == 2 && ev.Argv[1] == "cli-test" &&
+				ev.Source == capture.SourceInherited && ev.ProcessID != "" && ev.ParentProcessID != ""
+		case <-timeout:
+			t.Fatal("no JSON line for the session's exec")
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("capture exited with %v after SIGINT: %s", err, stderr.String())
+	}
+	if got := ourLinks(t); got != before {
+		t.Errorf("links after SIGINT: %d, want %d", got, before)
+	}
+}
+
+// TestCaptureNeedsRoot checks the message a non-root user gets.
+func TestCaptureNeedsRoot(t *testing.T) {
+	testutil.RequireRoot(t) // to drop to nobody
+	bin := buildBinary(t)
+	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "capture", "--no-pin")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("capture as nobody succeeded: %s", out)
+	}
+	if !strings.Contains(string(out), "capture needs root") {
+		t.Errorf("message %q does not say root is needed", out)
+	}
+}
