@@ -127,9 +127,18 @@ func TestCaptureCommand(t *testing.T) {
 // TestCaptureNeedsRoot checks the message a non-root user gets.
 func TestCaptureNeedsRoot(t *testing.T) {
 	testutil.RequireRoot(t) // to drop to nobody
-	bin := buildBinary(t)
-	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
+	// t.TempDir's parents are private to root: build where nobody can exec.
+	dir, err := os.MkdirTemp("", "correlator-nobody-")
+	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "correlator")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building correlator: %v\n%s", err, out)
 	}
 	cmd := exec.Command(bin, "capture", "--no-pin")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
