@@ -115,11 +115,17 @@ struct exec_event {
 struct exit_event {
 	struct event_header hdr;
 	__u64 start_ns;
+	__u64 cgroup_id;
 	__u32 pid;
 	__u32 tgid;
 	__u32 ppid;
 	__u32 exit_code; /* wait status: code << 8 | signal */
+	__u32 uid;
+	__u16 cgroup_len;
+	__u16 cgroup_parent_len;
 	struct id_slot ids[MAX_KEYS];
+	char cgroup[CGROUP_NAME_MAX];
+	char cgroup_parent[CGROUP_NAME_MAX];
 };
 
 #endif /* CORRELATOR_H */

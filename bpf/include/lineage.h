@@ -272,6 +272,16 @@ static __always_inline void handle_group_exit(struct task_struct *p)
 	ev->tgid = tgid;
 	ev->ppid = BPF_CORE_READ(p, real_parent, tgid);
 	ev->start_ns = BPF_CORE_READ(p, group_leader, start_boottime);
+	ev->uid = BPF_CORE_READ(p, cred, uid.val);
+	{
+		/* Exits name their container too, so filters need no exec history. */
+		struct cgroup *cg = task_cgroup(p);
+		struct kernfs_node *kn = cg ? BPF_CORE_READ(cg, kn) : 0;
+
+		ev->cgroup_id = cgroup_id_of(cg);
+		ev->cgroup_len = read_cgroup_name(ev->cgroup, kn);
+		ev->cgroup_parent_len = kn ? read_cgroup_name(ev->cgroup_parent, kn_parent(kn)) : 0;
+	}
 	ev->exit_code = BPF_CORE_READ(p, exit_code);
 	sflags = BPF_CORE_READ(p, signal, flags);
 	if (sflags & SIGNAL_GROUP_EXIT)

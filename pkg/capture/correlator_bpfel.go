@@ -72,12 +72,18 @@ type correlatorExitEvent struct {
 		Size   uint32
 		TimeNs uint64
 	}
-	StartNs  uint64
-	Pid      uint32
-	Tgid     uint32
-	Ppid     uint32
-	ExitCode uint32
-	Ids      [4]correlatorIdSlot
+	StartNs         uint64
+	CgroupId        uint64
+	Pid             uint32
+	Tgid            uint32
+	Ppid            uint32
+	ExitCode        uint32
+	Uid             uint32
+	CgroupLen       uint16
+	CgroupParentLen uint16
+	Ids             [4]correlatorIdSlot
+	Cgroup          [128]int8
+	CgroupParent    [128]int8
 }
 
 type correlatorIdSlot struct {

@@ -87,12 +87,7 @@ func (d *Decoder) exec(r *correlatorExecEvent) Event {
 		StartBootNs:     r.StartNs,
 		ParentStartNs:   r.ParentStartNs,
 	}
-	leaf := cString(r.Cgroup[:], int(r.CgroupLen))
-	parent := cString(r.CgroupParent[:], int(r.CgroupParentLen))
-	ev.Cgroup = leaf
-	if parent != "" && parent != "/" {
-		ev.Cgroup = parent + "/" + leaf
-	}
+	ev.Cgroup = joinCgroup(cString(r.CgroupParent[:], int(r.CgroupParentLen)), cString(r.Cgroup[:], int(r.CgroupLen)))
 	ev.ContainerID, ev.PodUID = ParseCgroupPath(ev.Cgroup)
 	if r.RootTgid != 0 {
 		ev.SessionRootID = ProcessKey(r.RootTgid, r.RootStartNs)
@@ -112,8 +107,12 @@ func (d *Decoder) exit(r *correlatorExitEvent) Event {
 		ProcessID:   ProcessKey(r.Tgid, r.StartNs),
 		PID:         r.Tgid,
 		PPID:        r.Ppid,
+		UID:         r.Uid,
+		CgroupID:    r.CgroupId,
 		StartBootNs: r.StartNs,
 	}
+	ev.Cgroup = joinCgroup(cString(r.CgroupParent[:], int(r.CgroupParentLen)), cString(r.Cgroup[:], int(r.CgroupLen)))
+	ev.ContainerID, ev.PodUID = ParseCgroupPath(ev.Cgroup)
 	status := int(r.ExitCode)
 	code := (status >> 8) & 0xff
 	if sig := status & 0x7f; sig != 0 {
@@ -236,6 +235,14 @@ func eventFlags(f uint32) []string {
 		}
 	}
 	return out
+}
+
+// joinCgroup renders the two innermost cgroup names as a path.
+func joinCgroup(parent, leaf string) string {
+	if parent == "" || parent == "/" {
+		return leaf
+	}
+	return parent + "/" + leaf
 }
 
 func cString(b []int8, n int) string {

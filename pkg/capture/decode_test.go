@@ -140,7 +140,7 @@ func decodeOK(t testing.TB, d *Decoder, frame []byte) Event {
 
 func TestDecodeFrameLayout(t *testing.T) {
 	// Sizes from bpf/include/correlator.h: the header is 16 bytes, an
-	// id_slot 136; exec 96 + 8 slots + 256 + 1024 + 2*128; exit 40 + 4 slots.
+	// id_slot 136; exec 96 + 8 slots + 256 + 1024 + 2*128; exit 56 + 4 slots + 2*128.
 	for _, tc := range []struct {
 		name string
 		raw  any
@@ -149,7 +149,7 @@ func TestDecodeFrameLayout(t *testing.T) {
 		{"header", correlatorEventHeader{}, 16},
 		{"id_slot", correlatorIdSlot{}, 136},
 		{"exec_event", correlatorExecEvent{}, 96 + 8*136 + 256 + 1024 + 2*128},
-		{"exit_event", correlatorExitEvent{}, 40 + 4*136},
+		{"exit_event", correlatorExitEvent{}, 56 + 4*136 + 2*128},
 	} {
 		if got := binary.Size(tc.raw); got != tc.want {
 			t.Errorf("binary.Size(%s) = %d, want %d", tc.name, got, tc.want)

@@ -36,6 +36,10 @@ func TestKernelRuncContainer(t *testing.T) {
 		if ls.AuditID != id || ls.Source != SourceInherited || ls.ContainerID != c.ID {
 			t.Errorf("child: auditID %q source %q container %q", ls.AuditID, ls.Source, ls.ContainerID)
 		}
+		exit := h.waitFor("ls's exit", func(e Event) bool { return e.Kind == KindExit && e.ProcessID == ls.ProcessID })
+		if exit.ContainerID != c.ID || exit.PodUID != c.PodUID || exit.AuditID != id {
+			t.Errorf("exit: container %q pod %q auditID %q", exit.ContainerID, exit.PodUID, exit.AuditID)
+		}
 	})
 
 	t.Run("key first, in the KEP's order", func(t *testing.T) {
