@@ -46,8 +46,7 @@ int BPF_PROG(handle_exec, struct task_struct *p, int old_pid, struct linux_binpr
 	fill_exec(ev, p, bprm);
 	scan_env(ev, buf, p, bprm);
 	resolve_lineage(ev, p);
-	if (bpf_ringbuf_output(&events, ev, sizeof(*ev), 0))
-		stat_inc(STAT_RINGBUF_DROPS);
+	emit(ev, sizeof(*ev));
 	return 0;
 }
 

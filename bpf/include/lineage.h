@@ -295,8 +295,7 @@ static __always_inline void handle_group_exit(struct task_struct *p)
 		}
 		bpf_map_delete_elem(&lineage_map, &tgid);
 	}
-	if (bpf_ringbuf_output(&events, ev, sizeof(*ev), 0))
-		stat_inc(STAT_RINGBUF_DROPS);
+	emit(ev, sizeof(*ev));
 }
 
 #endif /* CORRELATOR_LINEAGE_H */

@@ -77,4 +77,22 @@ static __always_inline void stat_inc(__u32 idx)
 		*v += 1; /* per-CPU slot: no atomics needed */
 }
 
+/*
+ * Waking the reader costs the exec'ing task an irq_work self-IPI, which in
+ * a VM is a trap to the hypervisor worth more than the rest of the probe.
+ * So events are queued silently and the reader is woken only once
+ * wakeup_bytes have piled up; it also polls on a short deadline.
+ */
+const volatile __u64 wakeup_bytes = 256 << 10;
+
+static __always_inline void emit(void *ev, __u64 size)
+{
+	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes
+			      ? BPF_RB_FORCE_WAKEUP
+			      : BPF_RB_NO_WAKEUP;
+
+	if (bpf_ringbuf_output(&events, ev, size, flags))
+		stat_inc(STAT_RINGBUF_DROPS);
+}
+
 #endif /* CORRELATOR_MAPS_H */

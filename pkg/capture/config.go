@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // Kernel limits that bound the configuration.
@@ -31,6 +32,13 @@ type Config struct {
 	LineageEntries uint32
 	// ProcRoot is /proc, or /host/proc in a DaemonSet.
 	ProcRoot string
+	// FlushInterval bounds how long an event may wait in the ring: the
+	// kernel wakes the reader only when WakeupBytes have queued, because a
+	// wakeup per exec costs the exec'ing task more than the probe itself.
+	// WakeupBytes is capped at a quarter of the ring, so a burst wakes the
+	// reader long before the ring is full.
+	FlushInterval time.Duration
+	WakeupBytes   uint32
 }
 
 // Default returns the configuration correlator ships with.
@@ -42,6 +50,8 @@ func Default() Config {
 		RingBufferBytes: 16 << 20,
 		LineageEntries:  16384,
 		ProcRoot:        "/proc",
+		FlushInterval:   100 * time.Millisecond,
+		WakeupBytes:     256 << 10,
 	}
 }
 
@@ -71,6 +81,12 @@ func (c Config) Validate() error {
 	}
 	if c.PinPath != "" && !filepath.IsAbs(c.PinPath) {
 		return fmt.Errorf("validating pin path %q: must be absolute", c.PinPath)
+	}
+	if c.FlushInterval < time.Millisecond || c.FlushInterval > time.Minute {
+		return fmt.Errorf("validating flush interval %s: must be between 1ms and 1m", c.FlushInterval)
+	}
+	if c.WakeupBytes == 0 {
+		return errors.New("validating wakeup bytes: must be positive")
 	}
 	if c.ProcRoot == "" {
 		return errors.New("validating proc root: must not be empty")

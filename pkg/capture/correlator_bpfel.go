@@ -176,6 +176,7 @@ const (
 	correlatorVarUnusedLineage     = "unused_lineage"
 	correlatorVarUnusedLineageFlag = "unused_lineage_flag"
 	correlatorVarUnusedStatIndex   = "unused_stat_index"
+	correlatorVarWakeupBytes       = "wakeup_bytes"
 )
 
 // loadCorrelator returns the embedded CollectionSpec for correlator.
@@ -257,6 +258,7 @@ type correlatorVariableSpecs struct {
 	UnusedLineage     *ebpf.VariableSpec `ebpf:"unused_lineage"`
 	UnusedLineageFlag *ebpf.VariableSpec `ebpf:"unused_lineage_flag"`
 	UnusedStatIndex   *ebpf.VariableSpec `ebpf:"unused_stat_index"`
+	WakeupBytes       *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // correlatorObjects contains all objects after they have been loaded into the kernel.
@@ -319,6 +321,7 @@ type correlatorVariables struct {
 	UnusedLineage     *ebpf.Variable `ebpf:"unused_lineage"`
 	UnusedLineageFlag *ebpf.Variable `ebpf:"unused_lineage_flag"`
 	UnusedStatIndex   *ebpf.Variable `ebpf:"unused_stat_index"`
+	WakeupBytes       *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // correlatorPrograms contains all programs after they have been loaded into the kernel.

@@ -113,6 +113,7 @@ func configureSpec(spec *ebpf.CollectionSpec, cfg Config) error {
 	for name, v := range map[string]any{
 		"nkeys": uint32(len(cfg.Keys)), "key_len": lens, "key_prefix": prefixes,
 		"key_mask": masks, "key_name": names, "scan_budget": cfg.ScanBudget,
+		"wakeup_bytes": uint64(min(cfg.WakeupBytes, cfg.RingBufferBytes/4)),
 	} {
 		vs, ok := spec.Variables[name]
 		if !ok {
@@ -177,7 +178,13 @@ func (p *Probe) Run(ctx context.Context, fn func(Event), onBad func(error)) erro
 	defer stop()
 	var rec ringbuf.Record
 	for {
+		// The kernel wakes us only for a backlog; the deadline collects
+		// the quiet trickle (see Config.FlushInterval).
+		p.reader.SetDeadline(time.Now().Add(p.cfg.FlushInterval))
 		if err := p.reader.ReadInto(&rec); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				continue
+			}
 			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) {
 				return nil
 			}
