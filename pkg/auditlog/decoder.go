@@ -25,6 +25,9 @@ type DecoderConfig struct {
 	Source       string // metric label: "file", "stdin", "webhook", ...
 	// AllEvents hands on every event, not only streaming ones (slower).
 	AllEvents bool
+	// OnProgress, if set, gets the running counts of the current input every
+	// few thousand events and at its end.
+	OnProgress func(Counts)
 }
 
 // Decoder reads whole inputs (files, stdin) with any supported framing,
@@ -174,6 +177,9 @@ func (a *accounter) flush() {
 	ev := a.p.counts.Events
 	a.d.metrics.read(a.d.cfg.Source, ev-a.reported)
 	a.reported = ev
+	if a.d.cfg.OnProgress != nil {
+		a.d.cfg.OnProgress(a.p.counts)
+	}
 }
 
 // lineReader returns lines of any length up to max without bufio.Scanner's
@@ -183,6 +189,7 @@ type lineReader struct {
 	buf   []byte
 	max   int
 	lines int
+	n     int64 // bytes the last line took, newline included
 }
 
 func newLineReader(br *bufio.Reader, max int) *lineReader {
@@ -194,8 +201,10 @@ func newLineReader(br *bufio.Reader, max int) *lineReader {
 // bytes are consumed. The slice is valid until the next call.
 func (l *lineReader) next() (line []byte, complete, tooLarge bool, err error) {
 	l.buf = l.buf[:0]
+	l.n = 0
 	for {
 		chunk, err := l.br.ReadSlice('\n')
+		l.n += int64(len(chunk))
 		switch {
 		case tooLarge:
 		case len(l.buf)+len(chunk) > l.max:

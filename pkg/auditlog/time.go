@@ -95,7 +95,10 @@ func parseTime(b []byte) (time.Time, error) {
 	if t.Day() != day { // e.g. Feb 30 normalised into March
 		return bad()
 	}
-	return t.UTC(), nil
+	if t = t.UTC(); t.Year() < 1 || t.Year() > 9999 { // offsets can leave the 4-digit range
+		return bad()
+	}
+	return t, nil
 }
 
 // parseOffset reads hh:mm, hhmm or hh and returns seconds east of UTC.

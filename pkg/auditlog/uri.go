@@ -73,7 +73,7 @@ func parsePodPath(path string) PathRef {
 		return PathRef{}
 	}
 	parts := strings.Split(rest, "/")
-	if len(parts) < 3 || parts[1] != "pods" {
+	if len(parts) < 3 || parts[1] != "pods" || parts[0] == "" || parts[2] == "" {
 		return PathRef{}
 	}
 	ref := PathRef{Namespace: unescapePath(parts[0]), Pod: unescapePath(parts[2])}

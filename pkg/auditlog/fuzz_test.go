@@ -1,0 +1,127 @@
+package auditlog
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// addSampleSeeds seeds a fuzzer with the lines of the committed samples.
+func addSampleSeeds(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join(samplesDir, "*.log"))
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil || len(b) > 64<<10 {
+			continue
+		}
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			f.Add(line)
+		}
+	}
+}
+
+func checkParserInvariants(t *testing.T, p *Parser, evs []Event) {
+	c := p.Counts()
+	if c.Streaming > c.Events {
+		t.Fatalf("streaming %d > events %d", c.Streaming, c.Events)
+	}
+	for i := range evs {
+		if !IsStreaming(&evs[i]) {
+			t.Fatalf("non-streaming event returned: %+v", evs[i])
+		}
+	}
+}
+
+func FuzzParseLine(f *testing.F) {
+	addSampleSeeds(f)
+	f.Fuzz(func(t *testing.T, line []byte) {
+		p := NewParser(1 << 20)
+		evs := p.ParseLine(line)
+		checkParserInvariants(t, p, evs)
+		m := NewMerger(MergerConfig{MaxRecords: 4})
+		for _, ev := range evs {
+			m.Add(ev)
+		}
+		evs = p.ParseDocument(line)
+		checkParserInvariants(t, p, evs)
+	})
+}
+
+func FuzzDecode(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join(samplesDir, "*"))
+	for _, name := range files {
+		if b, err := os.ReadFile(name); err == nil && len(b) < 8<<10 && !strings.HasSuffix(name, ".gz") {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, input []byte) {
+		d := NewDecoder(DecoderConfig{MaxLineBytes: 1 << 20}, zerolog.Nop(), nil)
+		m := NewMerger(MergerConfig{MaxRecords: 8})
+		c, _ := d.Decode(bytes.NewReader(input), "fuzz", func(evs []Event) error {
+			for _, ev := range evs {
+				if r := m.Add(ev); len(r.Updated) == 0 && !r.Duplicate {
+					t.Fatalf("streaming event neither merged nor duplicate")
+				}
+			}
+			return nil
+		})
+		if c.Streaming > c.Events {
+			t.Fatalf("streaming %d > events %d", c.Streaming, c.Events)
+		}
+		if s := m.Stats(); s.Records > 8 {
+			t.Fatalf("merger holds %d records over its cap", s.Records)
+		}
+	})
+}
+
+func FuzzRequestURI(f *testing.F) {
+	for _, s := range []string{
+		"/api/v1/namespaces/ns/pods/p/exec?command=sh&command=-c&command=echo+a%26b&container=c&stdin=true&tty=1",
+		"/api/v1/namespaces/ns/pods/p/portforward?ports=80&ports=443",
+		"/api/v1/namespaces/ns/pods/p/exec?command=%zz&env=A%3Db",
+		"/api/v1/namespaces/%2F/pods/p/attach?container=&&&==",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, uri string) {
+		ref, p := parseRequestURI(uri)
+		_, query, _ := strings.Cut(uri, "?")
+		n := 0
+		for kv := range strings.SplitSeq(query, "&") {
+			k, _, _ := strings.Cut(kv, "=")
+			if k, _ = queryUnescape(k); k == "command" {
+				n++
+			}
+		}
+		if len(p.Command) != n {
+			t.Fatalf("%d commands parsed, %d command= params", len(p.Command), n)
+		}
+		if ref.Pod == "" && (ref.Namespace != "" || ref.Subresource != "") {
+			t.Fatalf("partial path ref %+v", ref)
+		}
+	})
+}
+
+func FuzzParseTime(f *testing.F) {
+	for _, s := range []string{
+		"2026-01-02T03:04:05.600000Z", "2022-11-29 00:09:04.38", "2021-06-01T14:00:09.123456789+02:00",
+		"2018-10-26T13:38:34Z", "2026-03-04T10:15:31.0000000Z", "2026-01-02T03:04:05-0530", "2026-02-30T00:00:00Z",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := parseTime([]byte(s))
+		if err != nil || v.IsZero() {
+			return
+		}
+		back, err := parseTime([]byte(v.Format(time.RFC3339Nano)))
+		if err != nil || !back.Equal(v) {
+			t.Fatalf("%q -> %v does not round-trip: %v %v", s, v, back, err)
+		}
+	})
+}
