@@ -50,6 +50,7 @@ and any evidence of tampering (flags). It needs root and a BTF kernel.`,
 	f.Uint32Var(&cfg.RingBufferBytes, "ring-buffer-bytes", cfg.RingBufferBytes, "kernel ring buffer size (power of two)")
 	f.Uint32Var(&cfg.LineageEntries, "lineage-entries", cfg.LineageEntries, "maximum live processes tracked in sessions")
 	f.StringVar(&cfg.ProcRoot, "proc-root", cfg.ProcRoot, "path of the host's /proc")
+	f.DurationVar(&cfg.FlushInterval, "flush-interval", cfg.FlushInterval, "longest an event waits in the kernel ring before it is printed")
 	f.BoolVar(&containerOnly, "containers-only", false, "print only processes that run in a container")
 	f.BoolVar(&withIDOnly, "with-id-only", false, "print only processes that carry or claim an ID")
 	return cmd
