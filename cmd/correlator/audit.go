@@ -2,7 +2,12 @@ package main
 
 import "github.com/spf13/cobra"
 
-// newAuditCmd is replaced by the audit-ingestion work (issue [2 of 5]).
+// newAuditCmd groups the audit-log tools (issue [2 of 5]).
 func newAuditCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{Use: "audit", Short: "Audit log tools", Hidden: true}
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Read kube-apiserver audit logs",
+	}
+	cmd.AddCommand(newAuditParseCmd(g), newAuditWatchCmd(g))
+	return cmd
 }

@@ -68,7 +68,17 @@ func (p *Parser) ParseLine(line []byte) []Event {
 // pretty-printed files.
 func (p *Parser) ParseDocument(b []byte) []Event {
 	p.reset()
-	p.text(trimSpace(bytes.TrimPrefix(b, utf8BOM)), 0)
+	b = trimSpace(bytes.TrimPrefix(b, utf8BOM))
+	if bytes.HasPrefix(b, fastEventPrefix) {
+		// Compact apiserver lines: JSON lines framing.
+		for len(b) > 0 {
+			var line []byte
+			line, b, _ = bytes.Cut(b, []byte("\n"))
+			p.line(line)
+		}
+		return p.events
+	}
+	p.text(b, 0)
 	return p.events
 }
 

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/execid/correlator/pkg/auditlog"
+)
+
+// auditSourceOptions are the audit-ingestion flags; the agent command reuses
+// them through addFlags and sources.
+type auditSourceOptions struct {
+	logPaths      []string
+	checkpointDir string
+	backlog       bool
+	webhookListen string
+	tokenFile     string
+	tlsCert       string
+	tlsKey        string
+	clientCA      string
+	maxBody       int64
+}
+
+func (o *auditSourceOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&o.logPaths, "audit-log", nil, "audit log file to follow (repeatable)")
+	fs.StringVar(&o.checkpointDir, "audit-checkpoint-dir", "/var/lib/correlator/audit", "where tail offsets are kept across restarts (empty: none)")
+	fs.BoolVar(&o.backlog, "audit-backlog", false, "on first start also read rotated files (.gz included), oldest first")
+	fs.StringVar(&o.webhookListen, "audit-webhook-listen", "", "address for the audit webhook receiver, e.g. :8443")
+	fs.StringVar(&o.tokenFile, "audit-webhook-token-file", "", "file holding the bearer token webhook senders must present")
+	fs.StringVar(&o.tlsCert, "audit-webhook-tls-cert", "", "webhook server certificate (PEM)")
+	fs.StringVar(&o.tlsKey, "audit-webhook-tls-key", "", "webhook server key (PEM)")
+	fs.StringVar(&o.clientCA, "audit-webhook-client-ca", "", "CA bundle client certificates must chain to (enables verification)")
+	fs.Int64Var(&o.maxBody, "audit-webhook-max-body-bytes", auditlog.DefaultMaxBodyBytes, "largest webhook request body accepted")
+}
+
+// sources builds the configured audit sources.
+func (o *auditSourceOptions) sources(log zerolog.Logger, m *auditlog.Metrics) ([]auditlog.Source, error) {
+	var out []auditlog.Source
+	if len(o.logPaths) > 0 {
+		t, err := auditlog.NewTailer(auditlog.TailConfig{Paths: o.logPaths, CheckpointDir: o.checkpointDir, Backlog: o.backlog}, log, m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	if o.webhookListen != "" {
+		cfg := auditlog.WebhookConfig{Listen: o.webhookListen, MaxBodyBytes: o.maxBody,
+			TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey, ClientCAFile: o.clientCA}
+		if o.tokenFile != "" {
+			b, err := os.ReadFile(o.tokenFile)
+			if err != nil {
+				return nil, fmt.Errorf("reading webhook token file: %w", err)
+			}
+			if cfg.BearerToken = strings.TrimSpace(string(b)); cfg.BearerToken == "" {
+				return nil, errors.New("reading webhook token file: empty token")
+			}
+		}
+		s, err := auditlog.NewWebhookServer(cfg, log, m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("configuring audit sources: give --audit-log or --audit-webhook-listen")
+	}
+	return out, nil
+}
+
+func newAuditWatchCmd(g *globalOptions) *cobra.Command {
+	var o auditSourceOptions
+	var maxRecords int
+	cmd := &cobra.Command{
+		Use:   "watch",
+		Short: "Follow audit log files and/or receive the audit webhook; print sessions as they change",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := g.logger()
+			metrics, err := auditlog.NewMetrics(prometheus.NewRegistry())
+			if err != nil {
+				return err
+			}
+			srcs, err := o.sources(log, metrics)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return watch(ctx, srcs, auditlog.NewMerger(auditlog.MergerConfig{MaxRecords: maxRecords}), json.NewEncoder(cmd.OutOrStdout()))
+		},
+	}
+	o.addFlags(cmd.Flags())
+	cmd.Flags().IntVar(&maxRecords, "max-records", auditlog.DefaultMaxRecords, "sessions held in memory for merging")
+	return cmd
+}
+
+// watch runs the sources into one merger and prints every updated record.
+func watch(ctx context.Context, srcs []auditlog.Source, m *auditlog.Merger, enc *json.Encoder) error {
+	enc.SetEscapeHTML(false)
+	var mu sync.Mutex
+	sink := func(_ context.Context, evs []auditlog.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ev := range evs {
+			for _, r := range m.Add(ev).Updated {
+				if err := enc.Encode(&r); err != nil {
+					return fmt.Errorf("writing record: %w", err)
+				}
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(srcs))
+	for _, s := range srcs {
+		go func() {
+			err := s.Run(ctx, sink)
+			if err != nil {
+				cancel()
+			}
+			errs <- err
+		}()
+	}
+	var all []error
+	for range srcs {
+		if err := <-errs; err != nil && !errors.Is(err, context.Canceled) {
+			all = append(all, err)
+		}
+	}
+	return errors.Join(all...)
+}
