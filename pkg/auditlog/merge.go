@@ -41,11 +41,10 @@ type Merger struct {
 }
 
 type entry struct {
-	rec     ExecRecord
-	key     requestKey
-	stages  map[string]bool
-	ranks   ranks
-	evicted bool
+	rec    ExecRecord
+	key    requestKey
+	stages map[string]bool
+	ranks  ranks
 }
 
 // requestKey is what every stage of one request shares; two events with one
@@ -121,7 +120,6 @@ func (m *Merger) evict() []ExecRecord {
 		old := m.order[m.head]
 		m.order[m.head] = nil
 		m.head++
-		old.evicted = true
 		m.stats.Evicted++
 		out = append(out, old.rec.clone())
 		list := m.byID[old.rec.AuditID]
