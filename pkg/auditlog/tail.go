@@ -158,17 +158,25 @@ func (f *follower) start(ctx context.Context) error {
 		f.log.Warn().Err(err).Msg("ignoring unreadable checkpoint")
 	}
 	f.cp = cp
+	// Open the live file first: backlog files are those rotated before it.
+	file, ino, err := openInode(f.path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	if f.t.cfg.Backlog {
-		if err := f.readBacklog(ctx, found); err != nil {
+		stop := ino
+		if found {
+			stop = cp.Inode
+		}
+		if err := f.readBacklog(ctx, stop, ino); err != nil {
+			if file != nil {
+				file.Close()
+			}
 			return err
 		}
 	}
-	file, ino, err := openInode(f.path)
-	if errors.Is(err, os.ErrNotExist) {
+	if file == nil {
 		return f.waitFor(ctx)
-	}
-	if err != nil {
-		return err
 	}
 	if found && cp.Inode != ino {
 		// Rotated while we were down.

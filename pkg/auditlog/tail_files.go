@@ -144,18 +144,21 @@ func findByInode(paths []string, ino uint64) string {
 	return ""
 }
 
-// readBacklog reads the rotated files not yet done. After a restart the
-// file the checkpoint points into is left to start(), which resumes it.
-func (f *follower) readBacklog(ctx context.Context, haveCheckpoint bool) error {
+// readBacklog reads, oldest first, the rotated files not yet done that
+// precede the checkpointed file (stopIno) or the live one (liveIno): later
+// files are the tail's own business (catchUp).
+func (f *follower) readBacklog(ctx context.Context, stopIno, liveIno uint64) error {
 	for _, name := range rotatedSiblings(f.path) {
+		st, err := os.Stat(name)
+		if err != nil {
+			continue
+		}
+		if ino := inodeOf(st); (stopIno != 0 && ino == stopIno) || (liveIno != 0 && ino == liveIno) {
+			break
+		}
 		base := filepath.Base(name)
 		if slices.Contains(f.cp.Backlog, base) {
 			continue
-		}
-		if haveCheckpoint {
-			if st, err := os.Stat(name); err == nil && inodeOf(st) == f.cp.Inode {
-				continue
-			}
 		}
 		if err := f.readRotated(ctx, name, 0); err != nil {
 			return err

@@ -120,6 +120,9 @@ func TestTailLumberjackRestart(t *testing.T) {
 	}
 	write(500)
 	stop := startTailer(t, cfg, c)
+	// Without Backlog a first start reads only the live file, so let the
+	// tailer open it before lumberjack rotates it away.
+	c.waitFor(t, 500)
 	write(1500) // rotates while tailing
 	c.waitFor(t, 1000)
 	stop()
