@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"gopkg.in/natefinch/lumberjack.v2"
 )
@@ -247,5 +249,49 @@ func mustWrite(t *testing.T, path, s string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTailMetrics reads the exposition back through the registry: lag drops
+// to zero once the file is read, and skipped records carry their reason.
+func TestTailMetrics(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	mustWrite(t, path, execLine("m-1", 0)+"{\"kind\": 0}\n"+execLine("m-2", 0))
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := NewTailer(TailConfig{Paths: []string{path}, PollInterval: 5 * time.Millisecond}, zerolog.Nop(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCollector()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(ctx, c.sink) }()
+	c.waitFor(t, 2)
+	deadline := time.Now().Add(30 * time.Second)
+	for testutil.ToFloat64(m.recordsRead.WithLabelValues("file")) != 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP correlator_audit_tail_lag_bytes Bytes of the audit log file not yet read, by path.
+# TYPE correlator_audit_tail_lag_bytes gauge
+correlator_audit_tail_lag_bytes{path="` + path + `"} 0
+# HELP correlator_audit_records_read_total Audit events decoded, by source kind.
+# TYPE correlator_audit_records_read_total counter
+correlator_audit_records_read_total{source="file"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "correlator_audit_tail_lag_bytes", "correlator_audit_records_read_total"); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.recordsSkipped.WithLabelValues("bad_field_type")); got != 1 {
+		t.Fatalf("skipped{bad_field_type} = %v", got)
 	}
 }
