@@ -199,39 +199,36 @@ func sourceName(s uint8) Source {
 	return SourceNone
 }
 
-func keyFlags(f uint32) []string {
-	var out []string
-	for _, kf := range []struct {
-		bit  correlatorKeyFlag
-		name string
-	}{
-		{correlatorKeyFlagKEY_FLAG_ENV_MISMATCH, FlagEnvMismatch},
-		{correlatorKeyFlagKEY_FLAG_ENV_REMOVED, FlagEnvRemoved},
-		{correlatorKeyFlagKEY_FLAG_ROOT_UNVERIFIED, FlagRootUnverified},
-		{correlatorKeyFlagKEY_FLAG_DUPLICATE_KEY, FlagDuplicateKey},
-		{correlatorKeyFlagKEY_FLAG_ID_TRUNCATED, FlagIDTruncated},
-	} {
-		if f&uint32(kf.bit) != 0 {
-			out = append(out, kf.name)
-		}
-	}
-	return out
+// flagName maps one kernel flag bit to its name.
+type flagName struct {
+	bit  uint32
+	name string
 }
 
-func eventFlags(f uint32) []string {
+var keyFlagNames = []flagName{
+	{uint32(correlatorKeyFlagKEY_FLAG_ENV_MISMATCH), FlagEnvMismatch},
+	{uint32(correlatorKeyFlagKEY_FLAG_ENV_REMOVED), FlagEnvRemoved},
+	{uint32(correlatorKeyFlagKEY_FLAG_ROOT_UNVERIFIED), FlagRootUnverified},
+	{uint32(correlatorKeyFlagKEY_FLAG_DUPLICATE_KEY), FlagDuplicateKey},
+	{uint32(correlatorKeyFlagKEY_FLAG_ID_TRUNCATED), FlagIDTruncated},
+}
+
+var eventFlagNames = []flagName{
+	{uint32(correlatorEventFlagEVENT_FLAG_SCAN_TRUNCATED), FlagScanTruncated},
+	{uint32(correlatorEventFlagEVENT_FLAG_ARGV_TRUNCATED), FlagArgvTruncated},
+	{uint32(correlatorEventFlagEVENT_FLAG_SCAN_ERROR), FlagScanError},
+	{uint32(correlatorEventFlagEVENT_FLAG_STALE_LINEAGE), FlagStaleLineage},
+	{uint32(correlatorEventFlagEVENT_FLAG_LINEAGE_FULL), FlagLineageFull},
+}
+
+func keyFlags(f uint32) []string   { return flagNames(f, keyFlagNames) }
+func eventFlags(f uint32) []string { return flagNames(f, eventFlagNames) }
+
+func flagNames(f uint32, table []flagName) []string {
 	var out []string
-	for _, ef := range []struct {
-		bit  correlatorEventFlag
-		name string
-	}{
-		{correlatorEventFlagEVENT_FLAG_SCAN_TRUNCATED, FlagScanTruncated},
-		{correlatorEventFlagEVENT_FLAG_ARGV_TRUNCATED, FlagArgvTruncated},
-		{correlatorEventFlagEVENT_FLAG_SCAN_ERROR, FlagScanError},
-		{correlatorEventFlagEVENT_FLAG_STALE_LINEAGE, FlagStaleLineage},
-		{correlatorEventFlagEVENT_FLAG_LINEAGE_FULL, FlagLineageFull},
-	} {
-		if f&uint32(ef.bit) != 0 {
-			out = append(out, ef.name)
+	for _, fn := range table {
+		if f&fn.bit != 0 {
+			out = append(out, fn.name)
 		}
 	}
 	return out
