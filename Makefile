@@ -27,6 +27,8 @@ TESTFLAGS    ?=
 BENCH        ?= .
 BENCHTIME    ?= 1s
 BENCH_TIMEOUT ?= 60m
+# Size of the generated audit log the ingestion benchmarks decode.
+AUDIT_BENCH_MB ?= 200
 FUZZTIME     ?= 30s
 # The committed bpf2go output was built with Debian 12's clang 14 and
 # libbpf-dev 1.1; another clang may emit different (still valid) bytes.
@@ -112,7 +114,7 @@ test: deps-test
 ## bench: benchmarks only, with allocations (root). BENCH=regex BENCHTIME=1s|100x.
 bench: deps-test
 	@if [ -z "$(IS_ROOT)" ]; then echo "bench: not root: the BPF benchmarks will skip" >&2; fi
-	$(GO) test -count=1 -p 1 -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem -timeout $(BENCH_TIMEOUT) $(PKGS)
+	AUDIT_BENCH_MB=$(AUDIT_BENCH_MB) $(GO) test -count=1 -p 1 -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem -timeout $(BENCH_TIMEOUT) $(PKGS)
 
 ## fuzz: each Fuzz* function of each package for FUZZTIME (default 30s).
 fuzz:
