@@ -36,8 +36,8 @@ static __always_inline __u16 read_cgroup_name(char *dst, struct kernfs_node *kn)
 static __always_inline void fill_exec(struct exec_event *ev, struct task_struct *p,
 				      struct linux_binprm *bprm)
 {
-	struct task_struct *parent = BPF_CORE_READ(p, real_parent);
-	struct mm_struct *mm = BPF_CORE_READ(p, mm);
+	struct task_struct *parent = p->real_parent;
+	struct mm_struct *mm = p->mm;
 	struct cgroup *cg = task_cgroup(p);
 	struct kernfs_node *kn = cg ? BPF_CORE_READ(cg, kn) : 0;
 	__u64 astart, aend, alen;
@@ -55,24 +55,23 @@ static __always_inline void fill_exec(struct exec_event *ev, struct task_struct 
 	ev->hdr.kind = EVENT_KIND_EXEC;
 	ev->hdr.size = sizeof(*ev);
 	ev->hdr.time_ns = bpf_ktime_get_boot_ns();
-	ev->pid = BPF_CORE_READ(p, pid);
-	ev->tgid = BPF_CORE_READ(p, tgid);
-	ev->start_ns = BPF_CORE_READ(p, start_boottime);
-	ev->ppid = BPF_CORE_READ(parent, tgid);
-	ev->parent_start_ns = BPF_CORE_READ(parent, group_leader, start_boottime);
-	ev->uid = BPF_CORE_READ(p, cred, uid.val);
+	ev->pid = p->pid;
+	ev->tgid = p->tgid;
+	ev->start_ns = p->start_boottime;
+	ev->ppid = parent->tgid;
+	ev->parent_start_ns = parent->group_leader->start_boottime;
+	ev->uid = p->cred->uid.val;
 	ev->pidns = task_pidns(p);
 	ev->cgroup_id = cgroup_id_of(cg);
 	ev->cgroup_len = read_cgroup_name(ev->cgroup, kn);
 	if (kn)
 		ev->cgroup_parent_len = read_cgroup_name(ev->cgroup_parent, kn_parent(kn));
 
-	n = bpf_probe_read_kernel_str(ev->filename, sizeof(ev->filename),
-				      BPF_CORE_READ(bprm, filename));
+	n = bpf_probe_read_kernel_str(ev->filename, sizeof(ev->filename), bprm->filename);
 	ev->filename_len = n > 0 ? n - 1 : 0;
 
-	astart = BPF_CORE_READ(mm, arg_start);
-	aend = BPF_CORE_READ(mm, arg_end);
+	astart = mm->arg_start;
+	aend = mm->arg_end;
 	alen = aend > astart ? aend - astart : 0;
 	if (alen > ARGV_MAX) {
 		alen = ARGV_MAX;
@@ -85,20 +84,20 @@ static __always_inline void fill_exec(struct exec_event *ev, struct task_struct 
 static __always_inline void scan_env(struct exec_event *ev, struct scan_buf *buf,
 				     struct task_struct *p, struct linux_binprm *bprm)
 {
-	struct mm_struct *mm = BPF_CORE_READ(p, mm);
-	int envc = BPF_CORE_READ(bprm, envc);
-	int argc = BPF_CORE_READ(bprm, argc);
+	struct mm_struct *mm = p->mm;
+	int envc = bprm->envc;
+	int argc = bprm->argc;
 	struct scan_ctx c = {};
 
-	c.env_start = BPF_CORE_READ(mm, env_start);
-	c.env_end = BPF_CORE_READ(mm, env_end);
+	c.env_start = mm->env_start;
+	c.env_end = mm->env_end;
 	ev->env_bytes = c.env_end - c.env_start;
 	if (!nkeys || envc <= 0 || argc < 0 || c.env_end <= c.env_start)
 		return;
 	c.buf = buf;
 	c.ev = ev;
 	/* The stack starts with argc, argv[argc], NULL, then envp[envc]. */
-	c.ptr_base = BPF_CORE_READ(mm, start_stack) + 8 * ((__u64)argc + 2);
+	c.ptr_base = mm->start_stack + 8 * ((__u64)argc + 2);
 	c.n = envc > MAX_ENV_VARS ? MAX_ENV_VARS : envc;
 	bpf_loop(c.n, scan_one, &c, 0);
 	ev->flags |= c.flags;
@@ -125,7 +124,7 @@ static __always_inline bool slot_equal(const struct id_slot *a, const struct id_
 /* Parent in the same pid namespace and cgroup: the ID was set inside the container. */
 static __always_inline bool parent_in_container(struct exec_event *ev, struct task_struct *p)
 {
-	struct task_struct *parent = BPF_CORE_READ(p, real_parent);
+	struct task_struct *parent = p->real_parent;
 
 	return task_pidns(parent) == ev->pidns &&
 	       cgroup_id_of(task_cgroup(parent)) == ev->cgroup_id;

@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* Reading identity facts off a task_struct, portably through CO-RE. */
+/*
+ * Reading identity facts off a task_struct, portably through CO-RE.
+ * tp_btf hands us BTF-typed pointers, so fields are read with direct loads
+ * (the verifier turns them into fault-safe PROBE_MEM loads) rather than a
+ * bpf_probe_read_kernel call each: these reads run on every exec.
+ */
 #ifndef CORRELATOR_TASK_H
 #define CORRELATOR_TASK_H
 
@@ -12,13 +17,13 @@
 /* The pid namespace the task lives in (task_active_pid_ns). */
 static __always_inline __u32 task_pidns(struct task_struct *t)
 {
-	struct pid *pid = BPF_CORE_READ(t, thread_pid);
+	struct pid *pid = t->thread_pid;
 	unsigned int level;
 	struct upid up = {};
 
 	if (!pid)
 		return 0;
-	level = BPF_CORE_READ(pid, level);
+	level = pid->level;
 	if (level > 32)
 		return 0;
 	bpf_core_read(&up, sizeof(up), &pid->numbers[level]);
@@ -33,13 +38,13 @@ static __always_inline __u32 task_pidns(struct task_struct *t)
  */
 static __always_inline struct cgroup *task_cgroup(struct task_struct *t)
 {
-	struct css_set *cs = BPF_CORE_READ(t, cgroups);
+	struct css_set *cs = t->cgroups;
 	struct cgroup *cg;
 
 	if (!cs)
 		return 0;
-	cg = BPF_CORE_READ(cs, dfl_cgrp);
-	if (cg && BPF_CORE_READ(cg, level) > 0)
+	cg = cs->dfl_cgrp;
+	if (cg && cg->level > 0)
 		return cg;
 	if (bpf_core_enum_value_exists(enum cgroup_subsys_id, memory_cgrp_id)) {
 		int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
@@ -65,6 +70,7 @@ static __always_inline struct kernfs_node *kn_parent(struct kernfs_node *kn)
 
 static __always_inline __u64 cgroup_id_of(struct cgroup *cg)
 {
+	/* cg may come from a probe read (the v1 path): read through helpers. */
 	if (!cg)
 		return 0;
 	return BPF_CORE_READ(cg, kn, id);

@@ -98,6 +98,19 @@ func timeExecs(b *testing.B, driver, target string, n, envBytes int) time.Durati
 	return time.Duration(ns)
 }
 
+// progStats reads the kernel's run-time accounting of exec, fork and exit.
+func progStats(p *Probe) ([3]ebpf.ProgramStats, error) {
+	var out [3]ebpf.ProgramStats
+	for i, prog := range []*ebpf.Program{p.objs.HandleExec, p.objs.HandleFork, p.objs.HandleExit} {
+		s, err := prog.Stats()
+		if err != nil {
+			return out, fmt.Errorf("reading program stats: %w", err)
+		}
+		out[i] = *s
+	}
+	return out, nil
+}
+
 // BenchmarkExecOverhead measures vfork+exec+wait of a tiny static binary
 // with the probes detached and attached, interleaved in batches within one
 // run so drift hits both alike. The key sits last, behind the baseline.
@@ -115,7 +128,7 @@ func BenchmarkExecOverhead(b *testing.B) {
 		b.Run(fmt.Sprintf("env=%dKiB", size>>10), func(b *testing.B) {
 			const batch = 100
 			var off, on time.Duration
-			before, err := p.objs.HandleExec.Stats()
+			before, err := progStats(p)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -133,8 +146,14 @@ func BenchmarkExecOverhead(b *testing.B) {
 			b.ReportMetric(float64(off.Nanoseconds())/float64(b.N), "ns/exec-detached")
 			b.ReportMetric(float64(on.Nanoseconds())/float64(b.N), "ns/exec-attached")
 			b.ReportMetric(float64(on)/float64(off), "ratio")
-			if after, err := p.objs.HandleExec.Stats(); err == nil && after.RunCount > before.RunCount {
-				b.ReportMetric(float64(after.Runtime-before.Runtime)/float64(after.RunCount-before.RunCount), "bpf-ns/exec")
+			after, err := progStats(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i, unit := range []string{"bpf-ns/exec", "bpf-ns/fork", "bpf-ns/exit"} {
+				if runs := after[i].RunCount - before[i].RunCount; runs > 0 {
+					b.ReportMetric(float64(after[i].Runtime-before[i].Runtime)/float64(runs), unit)
+				}
 			}
 		})
 	}
