@@ -1,0 +1,226 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Authenticator decides whether a request may read the API. It returns
+// the caller's name for the access log.
+type Authenticator interface {
+	Authenticate(r *http.Request) (string, error)
+}
+
+// ErrUnauthenticated and ErrForbidden map to 401 and 403.
+var (
+	ErrUnauthenticated = errors.New("missing or invalid bearer token")
+	ErrForbidden       = errors.New("not allowed to read correlator sessions")
+)
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	return strings.TrimSpace(tok), ok && strings.TrimSpace(tok) != ""
+}
+
+// TokenFile accepts the bearer tokens listed in a file, one per line. The
+// file is re-read when it changes, so a rotated secret takes effect.
+type TokenFile struct {
+	path   string
+	mu     sync.Mutex
+	mtime  time.Time
+	hashes [][32]byte
+}
+
+// NewTokenFile reads path; an empty or unreadable file is an error.
+func NewTokenFile(path string) (*TokenFile, error) {
+	t := &TokenFile{path: path}
+	if err := t.reload(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *TokenFile) reload() error {
+	st, err := os.Stat(t.path)
+	if err != nil {
+		return fmt.Errorf("reading token file: %w", err)
+	}
+	if st.ModTime().Equal(t.mtime) && t.hashes != nil {
+		return nil
+	}
+	b, err := os.ReadFile(t.path)
+	if err != nil {
+		return fmt.Errorf("reading token file: %w", err)
+	}
+	var hs [][32]byte
+	for _, line := range strings.Split(string(b), "\n") {
+		if s := strings.TrimSpace(line); s != "" && !strings.HasPrefix(s, "#") {
+			hs = append(hs, sha256.Sum256([]byte(s)))
+		}
+	}
+	if len(hs) == 0 {
+		return fmt.Errorf("reading token file %s: no tokens in it", t.path)
+	}
+	t.hashes, t.mtime = hs, st.ModTime()
+	return nil
+}
+
+// Authenticate compares hashes in constant time; tokens are never logged.
+func (t *TokenFile) Authenticate(r *http.Request) (string, error) {
+	tok, ok := bearer(r)
+	if !ok {
+		return "", ErrUnauthenticated
+	}
+	t.mu.Lock()
+	err := t.reload()
+	hs := t.hashes
+	t.mu.Unlock()
+	if err != nil && hs == nil {
+		return "", err
+	}
+	h := sha256.Sum256([]byte(tok))
+	match := 0
+	for _, want := range hs {
+		match |= subtle.ConstantTimeCompare(h[:], want[:])
+	}
+	if match != 1 {
+		return "", ErrUnauthenticated
+	}
+	return "token-file", nil
+}
+
+// KubeReview authenticates the bearer token with a TokenReview and
+// authorizes it with a SubjectAccessReview against kube-apiserver: the
+// caller must be allowed to `get` `pods/exec`-level data, expressed as the
+// non-resource URL /apis/correlator/v1 (grant it with a ClusterRole).
+type KubeReview struct {
+	Server string // https://host:port
+	Client *http.Client
+	// Token authenticates correlator itself (its service account).
+	Token string
+	// Path is the non-resource URL the caller needs `get` on.
+	Path string
+	// CacheTTL keeps decisions briefly so each request is not two calls.
+	CacheTTL time.Duration
+
+	mu    sync.Mutex
+	cache map[[32]byte]review
+}
+
+type review struct {
+	user    string
+	err     error
+	expires time.Time
+}
+
+// Authenticate implements Authenticator.
+func (k *KubeReview) Authenticate(r *http.Request) (string, error) {
+	tok, ok := bearer(r)
+	if !ok {
+		return "", ErrUnauthenticated
+	}
+	key := sha256.Sum256([]byte(tok))
+	k.mu.Lock()
+	if c, ok := k.cache[key]; ok && time.Now().Before(c.expires) {
+		k.mu.Unlock()
+		return c.user, c.err
+	}
+	k.mu.Unlock()
+	user, err := k.review(r.Context(), tok)
+	if err != nil && !errors.Is(err, ErrUnauthenticated) && !errors.Is(err, ErrForbidden) {
+		return "", err // transport trouble: do not cache
+	}
+	k.mu.Lock()
+	if k.cache == nil || len(k.cache) > 10000 {
+		k.cache = map[[32]byte]review{}
+	}
+	k.cache[key] = review{user: user, err: err, expires: time.Now().Add(k.CacheTTL)}
+	k.mu.Unlock()
+	return user, err
+}
+
+func (k *KubeReview) review(ctx context.Context, tok string) (string, error) {
+	tr := authnv1.TokenReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "authentication.k8s.io/v1", Kind: "TokenReview"},
+		Spec:     authnv1.TokenReviewSpec{Token: tok},
+	}
+	if err := k.post(ctx, "/apis/authentication.k8s.io/v1/tokenreviews", &tr); err != nil {
+		return "", fmt.Errorf("reviewing token: %w", err)
+	}
+	if !tr.Status.Authenticated {
+		return "", ErrUnauthenticated
+	}
+	u := tr.Status.User
+	sar := authzv1.SubjectAccessReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"},
+		Spec: authzv1.SubjectAccessReviewSpec{
+			User: u.Username, UID: u.UID, Groups: u.Groups,
+			NonResourceAttributes: &authzv1.NonResourceAttributes{Path: k.Path, Verb: "get"},
+		},
+	}
+	if len(u.Extra) > 0 {
+		sar.Spec.Extra = map[string]authzv1.ExtraValue{}
+		for key, v := range u.Extra {
+			sar.Spec.Extra[key] = authzv1.ExtraValue(v)
+		}
+	}
+	if err := k.post(ctx, "/apis/authorization.k8s.io/v1/subjectaccessreviews", &sar); err != nil {
+		return "", fmt.Errorf("reviewing access of %s: %w", u.Username, err)
+	}
+	if !sar.Status.Allowed {
+		return u.Username, ErrForbidden
+	}
+	return u.Username, nil
+}
+
+func (k *KubeReview) post(ctx context.Context, path string, obj any) error {
+	body, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(k.Server, "/")+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+k.Token)
+	resp, err := k.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("kube-apiserver answered %s", resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(obj)
+}
+
+// IsLoopback reports whether addr (host:port) listens only on loopback,
+// the one place --insecure-no-auth is allowed.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

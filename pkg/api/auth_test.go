@@ -1,0 +1,146 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+)
+
+func reqWith(token string) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "/api/v1/sessions", nil)
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	return r
+}
+
+func TestTokenFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte("# responders\ns3cret-one\n\ns3cret-two\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tf, err := NewTokenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		token string
+		ok    bool
+	}{{"s3cret-one", true}, {"s3cret-two", true}, {"s3cret", false}, {"", false}, {"# responders", false}} {
+		_, err := tf.Authenticate(reqWith(tc.token))
+		if (err == nil) != tc.ok {
+			t.Errorf("token %q: err %v, want ok=%v", tc.token, err, tc.ok)
+		}
+	}
+	// A rotated file takes effect without a restart.
+	time.Sleep(10 * time.Millisecond)
+	if err := os.WriteFile(path, []byte("rotated\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Add(time.Second)
+	os.Chtimes(path, now, now)
+	if _, err := tf.Authenticate(reqWith("s3cret-one")); !errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("old token still accepted after rotation: %v", err)
+	}
+	if _, err := tf.Authenticate(reqWith("rotated")); err != nil {
+		t.Errorf("rotated token refused: %v", err)
+	}
+	if _, err := NewTokenFile(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("missing token file accepted")
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	os.WriteFile(empty, []byte("\n# nothing\n"), 0o600)
+	if _, err := NewTokenFile(empty); err == nil {
+		t.Error("token file without tokens accepted")
+	}
+}
+
+// kubeDouble is a test double of kube-apiserver's TokenReview and
+// SubjectAccessReview endpoints.
+func kubeDouble(t *testing.T, calls *atomic.Int32, fail *atomic.Bool) *httptest.Server {
+	return httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if r.Header.Get("Authorization") != "Bearer agent-sa-token" {
+			http.Error(w, "agent not authenticated", http.StatusUnauthorized)
+			return
+		}
+		if fail.Load() {
+			http.Error(w, "etcd is on fire", http.StatusInternalServerError)
+			return
+		}
+		switch r.URL.Path {
+		case "/apis/authentication.k8s.io/v1/tokenreviews":
+			var tr authnv1.TokenReview
+			json.NewDecoder(r.Body).Decode(&tr)
+			switch tr.Spec.Token {
+			case "alice-token":
+				tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: "alice", Groups: []string{"sre"}}}
+			case "bob-token":
+				tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: "bob"}}
+			}
+			json.NewEncoder(w).Encode(tr)
+		case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+			var sar authzv1.SubjectAccessReview
+			json.NewDecoder(r.Body).Decode(&sar)
+			na := sar.Spec.NonResourceAttributes
+			sar.Status.Allowed = sar.Spec.User == "alice" && na != nil && na.Path == "/apis/correlator/v1" && na.Verb == "get"
+			json.NewEncoder(w).Encode(sar)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+}
+
+func TestKubeReview(t *testing.T) {
+	var calls atomic.Int32
+	var fail atomic.Bool
+	srv := kubeDouble(t, &calls, &fail)
+	defer srv.Close()
+	k := &KubeReview{Server: srv.URL, Client: srv.Client(), Token: "agent-sa-token", Path: "/apis/correlator/v1", CacheTTL: time.Minute}
+
+	if user, err := k.Authenticate(reqWith("alice-token")); err != nil || user != "alice" {
+		t.Errorf("alice: %q %v", user, err)
+	}
+	if _, err := k.Authenticate(reqWith("bob-token")); !errors.Is(err, ErrForbidden) {
+		t.Errorf("bob: %v, want forbidden", err)
+	}
+	if _, err := k.Authenticate(reqWith("mallory-token")); !errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("mallory: %v, want unauthenticated", err)
+	}
+	if _, err := k.Authenticate(reqWith("")); !errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("no token: %v", err)
+	}
+	before := calls.Load()
+	k.Authenticate(reqWith("alice-token"))
+	if calls.Load() != before {
+		t.Error("a cached decision called kube-apiserver again")
+	}
+	fail.Store(true)
+	if _, err := k.Authenticate(reqWith("carol-token")); err == nil || errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("apiserver failure: %v, want a transport error", err)
+	}
+	fail.Store(false)
+	if _, err := k.Authenticate(reqWith("carol-token")); !errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("failure was cached: %v", err)
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8080": true, "[::1]:8080": true, "localhost:80": true, "127.5.5.5:1": true,
+		":8080": false, "0.0.0.0:8080": false, "10.0.0.1:80": false, "[::]:80": false, "bogus": false,
+	} {
+		if got := IsLoopback(addr); got != want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
