@@ -1,0 +1,110 @@
+package join
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/rs/zerolog"
+)
+
+var t0 = time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+
+const (
+	idA = "0b5e1c8a-0000-4000-8000-00000000000a"
+	idB = "0b5e1c8a-0000-4000-8000-00000000000b"
+	idC = "0b5e1c8a-0000-4000-8000-00000000000c"
+)
+
+func newJoiner(tb testing.TB, mods ...func(*Config)) *Joiner {
+	tb.Helper()
+	cfg := DefaultConfig()
+	for _, m := range mods {
+		m(&cfg)
+	}
+	j, err := New(cfg, zerolog.Nop())
+	if err != nil {
+		tb.Fatalf("creating joiner: %v", err)
+	}
+	return j
+}
+
+// pr builds a process in ns/web, container app, started 1 s after t0.
+func pr(id, parent, auditID, source string, flags ...string) Process {
+	return Process{
+		ProcessID: id, ParentProcessID: parent, PID: 100, PPID: 99,
+		Start: t0.Add(time.Second), ExecTime: t0.Add(time.Second),
+		Filename: "/bin/sh", Argv: []string{"sh"},
+		ContainerID: "ctr-app", PodUID: "uid-web", Namespace: "ns", Pod: "web", Container: "app",
+		AuditID: auditID, Source: source, Flags: flags,
+	}
+}
+
+// xr builds a complete, allowed exec record for ns/web/app.
+func xr(id string, command ...string) auditlog.ExecRecord {
+	if len(command) == 0 {
+		command = []string{"sh"}
+	}
+	return auditlog.ExecRecord{
+		AuditID: id, Verb: "create", Subresource: auditlog.SubresourceExec,
+		Stages:    []string{auditlog.StageRequestReceived, auditlog.StageResponseStarted, auditlog.StageResponseComplete},
+		User:      auditlog.UserInfo{Username: "alice", Groups: []string{"dev"}},
+		Namespace: "ns", Pod: "web", Container: "app", Command: command,
+		Code: 101, Decision: "allow",
+		RequestURI:               "/api/v1/namespaces/ns/pods/web/exec?" + id,
+		RequestReceivedTimestamp: t0, EndTimestamp: t0.Add(time.Minute),
+	}
+}
+
+// snapshot folds a stream of updates into the last state of every row.
+type snapshot struct {
+	procs    map[string]AttributedProcess
+	sessions map[string]Session
+}
+
+func newSnapshot() *snapshot {
+	return &snapshot{procs: map[string]AttributedProcess{}, sessions: map[string]Session{}}
+}
+
+func (s *snapshot) apply(us []Update) {
+	for _, u := range us {
+		switch {
+		case u.Process != nil:
+			s.procs[u.Process.ProcessID] = *u.Process
+		case u.Session != nil:
+			s.sessions[u.Session.AuditID] = *u.Session
+		}
+	}
+}
+
+// canonical renders what must not depend on arrival order.
+func (s *snapshot) canonical() string {
+	var lines []string
+	for id, p := range s.procs {
+		ec := "-"
+		if p.ExitCode != nil {
+			ec = fmt.Sprint(*p.ExitCode)
+		}
+		lines = append(lines, fmt.Sprintf("p %s attr=%q id=%s conf=%.3f cand=%v flags=%v exit=%s",
+			id, p.Attribution, p.AuditID, p.Confidence, p.Candidates, p.Flags, ec))
+	}
+	for id, se := range s.sessions {
+		lines = append(lines, fmt.Sprintf("s %s user=%s code=%d stages=%v flags=%v n=%d conflicts=%d",
+			id, se.User.Username, se.Code, se.Stages, se.Flags, se.ProcessCount, len(se.Conflicts)))
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+func hasAll(have []string, want ...string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,266 @@
+package join
+
+import (
+	"time"
+)
+
+// idState indexes the processes carrying one captured audit ID.
+type idState struct {
+	procs map[string]struct{}
+	// containers counts, by container ID, carriers without pod metadata;
+	// anchors counts verified roots. Both fix which container the ID
+	// belongs to when metadata cannot.
+	containers map[string]int
+	anchors    map[string]int
+}
+
+// index files p under its parent, session root, ID and SPO UID.
+func (j *Joiner) index(p *proc) {
+	in := &p.in
+	if in.ParentProcessID != "" && in.ParentProcessID != in.ProcessID {
+		addTo(j.deps, in.ParentProcessID, in.ProcessID)
+	}
+	if r := in.SessionRootID; r != "" && r != in.ProcessID && r != in.ParentProcessID {
+		addTo(j.deps, r, in.ProcessID)
+	}
+	if v := in.SPO.Value; v != "" {
+		addTo(j.spoProcs, v, in.ProcessID)
+	}
+	id := p.auditKey()
+	if id == "" {
+		return
+	}
+	st := j.ids[id]
+	if st == nil {
+		st = &idState{procs: map[string]struct{}{}, containers: map[string]int{}, anchors: map[string]int{}}
+		j.ids[id] = st
+	}
+	st.procs[in.ProcessID] = struct{}{}
+	changed := false
+	if in.Pod == "" && in.ContainerID != "" {
+		changed = bump(st.containers, in.ContainerID, 1) || changed
+	}
+	if isAnchor(p) {
+		changed = bump(st.anchors, in.ContainerID, 1) || changed
+	}
+	if changed {
+		// Which container the ID belongs to moved: every carrier re-checks.
+		for pid := range st.procs {
+			j.enqueue(pid)
+		}
+	}
+}
+
+// unindex reverses index. Other carriers are not re-checked: a process
+// leaving memory must not change what was already said about the rest.
+func (j *Joiner) unindex(p *proc) {
+	in := &p.in
+	if in.ParentProcessID != "" {
+		removeFrom(j.deps, in.ParentProcessID, in.ProcessID)
+	}
+	if in.SessionRootID != "" {
+		removeFrom(j.deps, in.SessionRootID, in.ProcessID)
+	}
+	if v := in.SPO.Value; v != "" {
+		removeFrom(j.spoProcs, v, in.ProcessID)
+	}
+	id := p.auditKey()
+	st := j.ids[id]
+	if st == nil {
+		return
+	}
+	delete(st.procs, in.ProcessID)
+	if in.Pod == "" && in.ContainerID != "" {
+		bump(st.containers, in.ContainerID, -1)
+	}
+	if isAnchor(p) {
+		bump(st.anchors, in.ContainerID, -1)
+	}
+	if len(st.procs) == 0 {
+		delete(j.ids, id)
+	}
+}
+
+// isAnchor: a verified session root, the kernel's word for the container.
+func isAnchor(p *proc) bool {
+	return p.in.Source == SourceEnv && p.in.ContainerID != "" && !p.hasFlag(FlagRootUnverified)
+}
+
+// bump adjusts a count and reports whether the key set changed.
+func bump(m map[string]int, k string, d int) bool {
+	n := m[k] + d
+	if n <= 0 {
+		_, had := m[k]
+		delete(m, k)
+		return had
+	}
+	m[k] = n
+	return n == d
+}
+
+// Expire applies the pending TTL at now: processes still unmatched are
+// flagged no_audit_record, exited processes and idle records past the TTL
+// are forgotten (the store keeps them).
+func (j *Joiner) Expire(now time.Time) []Update {
+	ttl := j.cfg.PendingTTL
+	for e, ok := j.pendq.peek(); ok && !now.Before(e.t.Add(ttl)); e, ok = j.pendq.peek() {
+		j.pendq.pop()
+		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
+			if _, pending := j.pending[e.id]; pending {
+				j.stats.Expired++
+			}
+			j.expire(p)
+		}
+	}
+	j.settle()
+	for e, ok := j.exitq.peek(); ok && !now.Before(e.t.Add(ttl)); e, ok = j.exitq.peek() {
+		j.exitq.pop()
+		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
+			j.removeProc(p)
+		}
+	}
+	idle := ttl + j.cfg.HeuristicWindow
+	for id, rs := range j.recs {
+		if !now.Before(rs.touched.Add(idle)) && !j.live(rs) {
+			j.dropRecord(id)
+		}
+	}
+	for id, e := range j.orphans {
+		if !now.Before(e.Time.Add(ttl)) {
+			delete(j.orphans, id)
+		}
+	}
+	return j.flush()
+}
+
+// expire stops p waiting: it leaves the pending set and the exec-root index.
+func (j *Joiner) expire(p *proc) {
+	if p.expired {
+		return
+	}
+	p.expired = true
+	j.enqueue(p.in.ProcessID)
+}
+
+// expireOldest makes room in the pending set by ending the oldest wait.
+func (j *Joiner) expireOldest() {
+	for e, ok := j.pendq.peek(); ok; e, ok = j.pendq.peek() {
+		j.pendq.pop()
+		p := j.procs[e.id]
+		if p == nil || p.seq != e.seq || p.expired {
+			continue
+		}
+		_, pending := j.pending[e.id]
+		delete(j.pending, e.id)
+		j.expire(p)
+		if pending {
+			j.stats.EvictedPending++
+			return
+		}
+	}
+}
+
+// live reports whether a process still running carries or is attributed
+// to the record's session; new descendants may still need it.
+func (j *Joiner) live(rs *recSet) bool {
+	for pid := range rs.members {
+		if p := j.procs[pid]; p != nil && !p.exited() {
+			return true
+		}
+	}
+	if st := j.ids[rs.id]; st != nil {
+		for pid := range st.procs {
+			if p := j.procs[pid]; p != nil && !p.exited() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// removeProc forgets a process; its session keeps counting it.
+func (j *Joiner) removeProc(p *proc) {
+	id := p.in.ProcessID
+	j.unindex(p)
+	if p.rootPod != "" {
+		removeFrom(j.rootsPod, p.rootPod, id)
+	}
+	if p.res.counted() {
+		if rs := j.recs[p.res.auditID]; rs != nil {
+			rs.retire(id)
+		}
+	}
+	if p.res.attr == AttributionAuditID {
+		if rs := j.recs[p.res.auditID]; rs != nil {
+			rs.claimed = max(0, rs.claimed-1)
+		}
+	}
+	delete(j.pending, id)
+	delete(j.deps, id)
+	delete(j.procs, id)
+	delete(j.dirtyProcs, id)
+}
+
+// evictProcesses enforces MaxProcesses, oldest first.
+func (j *Joiner) evictProcesses() {
+	for len(j.procs) > j.cfg.MaxProcesses {
+		e, ok := j.procq.peek()
+		if !ok {
+			return
+		}
+		j.procq.pop()
+		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
+			j.stats.EvictedProcesses++
+			j.removeProc(p)
+		}
+	}
+}
+
+// evictRecords enforces MaxRecords, oldest first.
+func (j *Joiner) evictRecords() {
+	for len(j.recs) > j.cfg.MaxRecords {
+		e, ok := j.recq.peek()
+		if !ok {
+			return
+		}
+		j.recq.pop()
+		if rs := j.recs[e.id]; rs != nil && rs.seq == e.seq {
+			j.stats.EvictedRecords++
+			j.dropRecord(e.id)
+		}
+	}
+}
+
+// queue is a FIFO with lazy deletion: entries whose seq no longer matches
+// are skipped by the reader.
+type queue struct {
+	items []qent
+	head  int
+}
+
+type qent struct {
+	id  string
+	seq uint64
+	t   time.Time
+}
+
+func (q *queue) push(id string, seq uint64, t time.Time) {
+	q.items = append(q.items, qent{id: id, seq: seq, t: t})
+}
+
+func (q *queue) peek() (qent, bool) {
+	if q.head >= len(q.items) {
+		return qent{}, false
+	}
+	return q.items[q.head], true
+}
+
+func (q *queue) pop() {
+	q.items[q.head] = qent{}
+	q.head++
+	// Compact once the dead prefix dominates.
+	if q.head > 1024 && q.head > len(q.items)/2 {
+		q.items = append([]qent(nil), q.items[q.head:]...)
+		q.head = 0
+	}
+}

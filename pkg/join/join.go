@@ -1,0 +1,307 @@
+// Package join attributes captured processes to the kube-apiserver exec
+// sessions that started them (design.md, "Join rules").
+//
+// The Joiner does no I/O and keeps no clock: the agent passes process events,
+// exits and merged audit records in, with the time, and gets back the rows
+// whose attribution changed. Because the result is a function of the events
+// held rather than of their order, every interleaving can be tested.
+package join
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/rs/zerolog"
+)
+
+// Defaults for Config.
+const (
+	DefaultPendingTTL      = 5 * time.Minute
+	DefaultHeuristicWindow = 10 * time.Second
+	DefaultMaxPending      = 100_000
+	DefaultMaxRecords      = 100_000
+	DefaultMaxProcesses    = 500_000
+)
+
+// ErrInvalidConfig marks a Config that Validate refused.
+var ErrInvalidConfig = errors.New("invalid join config")
+
+// Config bounds the joiner's time windows and memory.
+type Config struct {
+	// PendingTTL is how long a process waits for its audit record before it
+	// is flagged no_audit_record, and how long exited processes and idle
+	// records are kept for late arrivals.
+	PendingTTL time.Duration `json:"pendingTTL" yaml:"pendingTTL"`
+	// HeuristicWindow widens [requestReceived, end] on both sides when
+	// matching ID-less exec roots.
+	HeuristicWindow time.Duration `json:"heuristicWindow" yaml:"heuristicWindow"`
+	MaxPending      int           `json:"maxPending" yaml:"maxPending"`
+	MaxRecords      int           `json:"maxRecords" yaml:"maxRecords"`
+	MaxProcesses    int           `json:"maxProcesses" yaml:"maxProcesses"`
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		PendingTTL:      DefaultPendingTTL,
+		HeuristicWindow: DefaultHeuristicWindow,
+		MaxPending:      DefaultMaxPending,
+		MaxRecords:      DefaultMaxRecords,
+		MaxProcesses:    DefaultMaxProcesses,
+	}
+}
+
+// Validate reports the first bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.PendingTTL <= 0:
+		return fmt.Errorf("validating pendingTTL %v: must be positive: %w", c.PendingTTL, ErrInvalidConfig)
+	case c.HeuristicWindow < 0:
+		return fmt.Errorf("validating heuristicWindow %v: must not be negative: %w", c.HeuristicWindow, ErrInvalidConfig)
+	case c.MaxPending <= 0, c.MaxRecords <= 0, c.MaxProcesses <= 0:
+		return fmt.Errorf("validating caps (pending %d, records %d, processes %d): must be positive: %w",
+			c.MaxPending, c.MaxRecords, c.MaxProcesses, ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Joiner holds processes and records and keeps their attribution current.
+// It is not safe for concurrent use: the agent feeds it from one goroutine.
+type Joiner struct {
+	cfg Config
+	log zerolog.Logger
+
+	procs    map[string]*proc
+	deps     map[string]map[string]struct{} // processID -> processes whose result reads it
+	ids      map[string]*idState            // captured audit ID -> processes carrying it
+	spoProcs map[string]map[string]struct{} // SPO value -> processes carrying it
+	recs     map[string]*recSet             // audit ID -> its request(s)
+	spo      map[string][]string            // SPO value -> audit IDs annotated with it
+	recsPod  map[string]map[string]struct{} // namespace/pod -> audit IDs
+	rootsPod map[string]map[string]struct{} // namespace/pod -> ID-less exec roots within TTL
+	pending  map[string]struct{}
+	orphans  map[string]Exit // exits that came before their exec
+
+	pendq, procq, exitq, recq queue
+	seq                       uint64
+	stats                     Stats
+
+	work       []string
+	queued     map[string]struct{}
+	dirtyProcs map[string]struct{}
+	dirtySess  map[string]struct{}
+}
+
+// New returns an empty Joiner.
+func New(cfg Config, log zerolog.Logger) (*Joiner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Joiner{
+		cfg:        cfg,
+		log:        log.With().Str("component", "join").Logger(),
+		procs:      map[string]*proc{},
+		deps:       map[string]map[string]struct{}{},
+		ids:        map[string]*idState{},
+		spoProcs:   map[string]map[string]struct{}{},
+		recs:       map[string]*recSet{},
+		spo:        map[string][]string{},
+		recsPod:    map[string]map[string]struct{}{},
+		rootsPod:   map[string]map[string]struct{}{},
+		pending:    map[string]struct{}{},
+		orphans:    map[string]Exit{},
+		queued:     map[string]struct{}{},
+		dirtyProcs: map[string]struct{}{},
+		dirtySess:  map[string]struct{}{},
+	}, nil
+}
+
+// AddProcess adds one exec. A second exec of the same process (same
+// processID) replaces its image; the audit ID is the latest exec's.
+func (j *Joiner) AddProcess(now time.Time, in Process) []Update {
+	if in.ProcessID == "" {
+		return nil
+	}
+	j.stats.ProcessesAdded++
+	p := j.procs[in.ProcessID]
+	if p == nil {
+		j.seq++
+		p = &proc{in: cloneProcess(in), added: now, seq: j.seq}
+		p.addImage(in)
+		j.procs[in.ProcessID] = p
+		j.procq.push(in.ProcessID, j.seq, now)
+		j.pendq.push(in.ProcessID, j.seq, now)
+		if e, ok := j.orphans[in.ProcessID]; ok {
+			delete(j.orphans, in.ProcessID)
+			p.setExit(e)
+			j.exitq.push(e.ProcessID, p.seq, e.Time)
+		}
+	} else {
+		j.unindex(p)
+		p.merge(in)
+	}
+	j.index(p)
+	j.dirtyProcs[p.in.ProcessID] = struct{}{} // the row is new or changed
+	j.enqueue(p.in.ProcessID)
+	// Children seen first may stop being exec roots now their parent is known.
+	for id := range j.deps[p.in.ProcessID] {
+		j.enqueue(id)
+	}
+	j.settle()
+	j.evictProcesses()
+	return j.flush()
+}
+
+// AddExit records a process exit.
+func (j *Joiner) AddExit(now time.Time, e Exit) []Update {
+	j.stats.ExitsAdded++
+	p := j.procs[e.ProcessID]
+	if p == nil {
+		if len(j.orphans) >= j.cfg.MaxPending {
+			j.stats.EvictedExits++
+			return nil
+		}
+		j.orphans[e.ProcessID] = e
+		return nil
+	}
+	if p.setExit(e) {
+		j.exitq.push(e.ProcessID, p.seq, e.Time)
+		j.dirtyProcs[e.ProcessID] = struct{}{}
+	}
+	return j.flush()
+}
+
+// AddRecord adds or updates a merged exec record. The same request may come
+// again with more stages; an older snapshot (a strict subset of the stages
+// held) is ignored. A different request under the same ID is a conflict.
+func (j *Joiner) AddRecord(now time.Time, rec auditlog.ExecRecord) []Update {
+	if rec.AuditID == "" {
+		return nil
+	}
+	j.stats.RecordsAdded++
+	if !j.storeRecord(now, &rec) {
+		j.stats.StaleRecords++
+		return nil
+	}
+	j.dirtySess[rec.AuditID] = struct{}{}
+	j.enqueueRecord(rec.AuditID)
+	j.settle()
+	j.evictRecords()
+	return j.flush()
+}
+
+// Stats returns the counters.
+func (j *Joiner) Stats() Stats {
+	s := j.stats
+	s.Processes, s.Pending, s.Records = len(j.procs), len(j.pending), len(j.recs)
+	return s
+}
+
+// Process returns the current state of one process, if held.
+func (j *Joiner) Process(processID string) (AttributedProcess, bool) {
+	p := j.procs[processID]
+	if p == nil {
+		return AttributedProcess{}, false
+	}
+	return p.output(), true
+}
+
+// Session returns the current state of one session, if its record is held.
+func (j *Joiner) Session(auditID string) (Session, bool) {
+	rs := j.recs[auditID]
+	if rs == nil {
+		return Session{}, false
+	}
+	return rs.output(), true
+}
+
+// enqueue schedules a process for re-resolution in the current settle.
+func (j *Joiner) enqueue(id string) {
+	if _, ok := j.queued[id]; ok {
+		return
+	}
+	j.queued[id] = struct{}{}
+	j.work = append(j.work, id)
+}
+
+// enqueueRecord schedules everything a change to record id can affect.
+func (j *Joiner) enqueueRecord(id string) {
+	if st := j.ids[id]; st != nil {
+		for pid := range st.procs {
+			j.enqueue(pid)
+		}
+	}
+	rs := j.recs[id]
+	if rs == nil {
+		return
+	}
+	for _, v := range rs.spo {
+		for pid := range j.spoProcs[v] {
+			j.enqueue(pid)
+		}
+	}
+	for _, pk := range rs.pods {
+		for pid := range j.rootsPod[pk] {
+			j.enqueue(pid)
+		}
+	}
+}
+
+// settle re-resolves queued processes until nothing changes, following
+// dependents (children, and descendants of unverified roots).
+func (j *Joiner) settle() {
+	// Results only copy along acyclic lineage, but guard against bad input.
+	budget := 4*len(j.procs) + 1024
+	for len(j.work) > 0 && budget > 0 {
+		budget--
+		id := j.work[0]
+		j.work = j.work[1:]
+		delete(j.queued, id)
+		p := j.procs[id]
+		if p == nil {
+			continue
+		}
+		res := j.resolve(p)
+		j.track(p, res)
+		if res.equal(&p.res) {
+			continue
+		}
+		old := p.res
+		p.res = res
+		j.dirtyProcs[id] = struct{}{}
+		j.moveSession(p, &old, &res)
+		for d := range j.deps[id] {
+			j.enqueue(d)
+		}
+	}
+	if len(j.work) > 0 {
+		j.log.Warn().Int("left", len(j.work)).Msg("settling attribution hit its budget")
+		clear(j.queued)
+		j.work = j.work[:0]
+	}
+}
+
+// flush turns everything changed since the last call into Updates.
+func (j *Joiner) flush() []Update {
+	if len(j.dirtyProcs) == 0 && len(j.dirtySess) == 0 {
+		return nil
+	}
+	out := make([]Update, 0, len(j.dirtyProcs)+len(j.dirtySess))
+	for id := range j.dirtySess {
+		if rs := j.recs[id]; rs != nil {
+			s := rs.output()
+			out = append(out, Update{Session: &s})
+		}
+	}
+	for id := range j.dirtyProcs {
+		if p := j.procs[id]; p != nil {
+			ap := p.output()
+			out = append(out, Update{Process: &ap})
+		}
+	}
+	clear(j.dirtyProcs)
+	clear(j.dirtySess)
+	return out
+}

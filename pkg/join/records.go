@@ -1,0 +1,294 @@
+package join
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/execid/correlator/pkg/auditlog"
+)
+
+// recSet is one audit ID's request(s): more than one means a conflict.
+type recSet struct {
+	id      string
+	recs    []*auditlog.ExecRecord // ordered by requestReceived, then request key
+	seq     uint64
+	touched time.Time
+	pods    []string // namespace/pod keys indexed in recsPod
+	spo     []string // SPO UIDs indexed in spo
+	claimed int      // processes attributed audit_id to it
+	members map[string]time.Time
+	// first/last bound members' starts; stale after removing a bound.
+	first, last time.Time
+	stale       bool
+
+	// Processes that left the table while attributed here still count.
+	retired                   int
+	retiredFirst, retiredLast time.Time
+}
+
+func (rs *recSet) conflict() bool {
+	if len(rs.recs) > 1 {
+		return true
+	}
+	return len(rs.recs) == 1 && rs.recs[0].HasFlag(auditlog.FlagAuditIDConflict)
+}
+
+// requestKey tells two requests sharing an audit ID apart, as the Merger does.
+func requestKey(r *auditlog.ExecRecord) string {
+	return strings.Join([]string{r.RequestURI, r.Verb, r.User.Username, r.Namespace, r.Pod, r.Subresource}, "\x00")
+}
+
+// storeRecord files rec; it reports false for a stale snapshot.
+func (j *Joiner) storeRecord(now time.Time, rec *auditlog.ExecRecord) bool {
+	rs := j.recs[rec.AuditID]
+	if rs == nil {
+		j.seq++
+		rs = &recSet{id: rec.AuditID, seq: j.seq, members: map[string]time.Time{}}
+		j.recs[rec.AuditID] = rs
+		j.recq.push(rec.AuditID, rs.seq, now)
+	}
+	c := cloneRecord(rec)
+	key := requestKey(c)
+	i := slices.IndexFunc(rs.recs, func(r *auditlog.ExecRecord) bool { return requestKey(r) == key })
+	switch {
+	case i < 0:
+		rs.recs = append(rs.recs, c)
+	case staleStages(c.Stages, rs.recs[i].Stages):
+		return false
+	default:
+		rs.recs[i] = c
+	}
+	slices.SortFunc(rs.recs, func(a, b *auditlog.ExecRecord) int {
+		if c := a.RequestReceivedTimestamp.Compare(b.RequestReceivedTimestamp); c != 0 {
+			return c
+		}
+		return strings.Compare(requestKey(a), requestKey(b))
+	})
+	if now.After(rs.touched) {
+		rs.touched = now
+	}
+	j.reindexRecord(rs)
+	return true
+}
+
+// staleStages reports whether next is a strict subset of held.
+func staleStages(next, held []string) bool {
+	if len(next) >= len(held) {
+		return false
+	}
+	for _, s := range next {
+		if !slices.Contains(held, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// reindexRecord refreshes the pod and SPO indexes of rs, scheduling the
+// processes that looked at the old entries.
+func (j *Joiner) reindexRecord(rs *recSet) {
+	var pods, spo []string
+	for _, r := range rs.recs {
+		if pk := podKey(r.Namespace, r.Pod); pk != "" {
+			pods = append(pods, pk)
+		}
+		spo = append(spo, spoValues(r.Annotations)...)
+	}
+	slices.Sort(pods)
+	pods = slices.Compact(pods)
+	slices.Sort(spo)
+	spo = slices.Compact(spo)
+	if !slices.Equal(pods, rs.pods) || !slices.Equal(spo, rs.spo) {
+		j.enqueueRecord(rs.id) // what the old entries reached
+		j.unindexRecord(rs)
+		rs.pods, rs.spo = pods, spo
+		for _, pk := range pods {
+			addTo(j.recsPod, pk, rs.id)
+		}
+		for _, v := range spo {
+			ids := j.spo[v]
+			if !slices.Contains(ids, rs.id) {
+				ids = append(ids, rs.id)
+				slices.Sort(ids)
+				j.spo[v] = ids
+			}
+		}
+	}
+}
+
+func (j *Joiner) unindexRecord(rs *recSet) {
+	for _, pk := range rs.pods {
+		removeFrom(j.recsPod, pk, rs.id)
+	}
+	for _, v := range rs.spo {
+		ids := slices.DeleteFunc(j.spo[v], func(s string) bool { return s == rs.id })
+		if len(ids) == 0 {
+			delete(j.spo, v)
+		} else {
+			j.spo[v] = ids
+		}
+	}
+}
+
+// spoValues returns the request UIDs the Security Profiles Operator's exec
+// webhook annotated. The webhook returns AuditAnnotations
+// {"SPO_EXEC_REQUEST_UID": req.UID} (kubernetes-sigs/security-profiles-operator,
+// internal/pkg/webhooks/execmetadata/execmetadata.go, Handle), and the
+// apiserver's mutating dispatcher stores each under "<webhook name>/<key>"
+// (k8s.io/apiserver pkg/admission/plugin/webhook/mutating/dispatcher.go), so
+// the audit event carries "execmetadata.spo.io/SPO_EXEC_REQUEST_UID" (or
+// "nodedebuggingpod.spo.io/..." for node debugging pods).
+func spoValues(ann map[string]string) []string {
+	var out []string
+	for k, v := range ann {
+		if v != "" && (k == SPOKey || strings.HasSuffix(k, "/"+SPOKey)) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// dropRecord forgets a record. Processes attributed to it keep their
+// answer (the store has it); new ones carrying its ID wait again.
+func (j *Joiner) dropRecord(id string) {
+	rs := j.recs[id]
+	if rs == nil {
+		return
+	}
+	j.unindexRecord(rs)
+	delete(j.recs, id)
+}
+
+func cloneRecord(r *auditlog.ExecRecord) *auditlog.ExecRecord {
+	c := *r
+	c.Stages = slices.Clone(r.Stages)
+	c.User = cloneUser(r.User)
+	if r.ImpersonatedUser != nil {
+		u := cloneUser(*r.ImpersonatedUser)
+		c.ImpersonatedUser = &u
+	}
+	c.SourceIPs = slices.Clone(r.SourceIPs)
+	c.Command = slices.Clone(r.Command)
+	c.Env = slices.Clone(r.Env)
+	c.Ports = slices.Clone(r.Ports)
+	c.Annotations = maps.Clone(r.Annotations)
+	c.Flags = slices.Clone(r.Flags)
+	return &c
+}
+
+func cloneUser(u auditlog.UserInfo) auditlog.UserInfo {
+	u.Groups = slices.Clone(u.Groups)
+	if u.Extra != nil {
+		extra := make(map[string][]string, len(u.Extra))
+		for k, v := range u.Extra {
+			extra[k] = slices.Clone(v)
+		}
+		u.Extra = extra
+	}
+	return u
+}
+
+// output renders the session from its first request, listing the others.
+func (rs *recSet) output() Session {
+	r := cloneRecord(rs.recs[0])
+	s := Session{
+		AuditID: rs.id, Verb: r.Verb, Subresource: r.Subresource,
+		User: r.User, ImpersonatedUser: r.ImpersonatedUser,
+		SourceIPs: r.SourceIPs, UserAgent: r.UserAgent,
+		Namespace: r.Namespace, Pod: r.Pod, Container: r.Container,
+		Command: r.Command, Stdin: r.Stdin, TTY: r.TTY,
+		Code: r.Code, Decision: r.Decision, Reason: r.Reason, RequestURI: r.RequestURI,
+		RequestReceived: r.RequestReceivedTimestamp, End: r.EndTimestamp,
+		Stages: r.Stages, Annotations: r.Annotations, Flags: r.Flags,
+	}
+	if v := spoValues(r.Annotations); len(v) > 0 {
+		slices.Sort(v)
+		s.SPOExecRequestUID = v[0]
+	}
+	if s.Stages == nil {
+		s.Stages = []string{}
+	}
+	for _, o := range rs.recs[1:] {
+		o = cloneRecord(o)
+		s.Conflicts = append(s.Conflicts, RequestSummary{
+			User: o.User, ImpersonatedUser: o.ImpersonatedUser,
+			Namespace: o.Namespace, Pod: o.Pod, Container: o.Container,
+			Command: o.Command, Code: o.Code, RequestReceived: o.RequestReceivedTimestamp,
+		})
+	}
+	if rs.conflict() && !slices.Contains(s.Flags, FlagAuditIDConflict) {
+		s.Flags = append(s.Flags, FlagAuditIDConflict)
+		slices.Sort(s.Flags)
+	}
+	if s.Flags == nil {
+		s.Flags = []string{}
+	}
+	s.ProcessCount = len(rs.members) + rs.retired
+	first, last := rs.bounds()
+	s.FirstProcess, s.LastProcess = minTime(first, rs.retiredFirst), maxTime(last, rs.retiredLast)
+	return s
+}
+
+func (rs *recSet) addMember(processID string, t time.Time) {
+	rs.members[processID] = t
+	if !rs.stale && !t.IsZero() {
+		rs.first, rs.last = minTime(rs.first, t), maxTime(rs.last, t)
+	}
+}
+
+func (rs *recSet) removeMember(processID string) (time.Time, bool) {
+	t, ok := rs.members[processID]
+	if ok {
+		delete(rs.members, processID)
+		if t.Equal(rs.first) || t.Equal(rs.last) {
+			rs.stale = true
+		}
+	}
+	return t, ok
+}
+
+// bounds returns the earliest and latest member start, rescanning only
+// after a bound left.
+func (rs *recSet) bounds() (time.Time, time.Time) {
+	if rs.stale {
+		rs.first, rs.last, rs.stale = time.Time{}, time.Time{}, false
+		for _, t := range rs.members {
+			if !t.IsZero() {
+				rs.first, rs.last = minTime(rs.first, t), maxTime(rs.last, t)
+			}
+		}
+	}
+	return rs.first, rs.last
+}
+
+// retire keeps a departing member in the session's figures.
+func (rs *recSet) retire(processID string) {
+	t, ok := rs.removeMember(processID)
+	if !ok {
+		return
+	}
+	rs.retired++
+	if !t.IsZero() {
+		rs.retiredFirst, rs.retiredLast = minTime(rs.retiredFirst, t), maxTime(rs.retiredLast, t)
+	}
+}
+
+// minTime is min where the zero time means unset.
+func minTime(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero() || a.Before(b):
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,256 @@
+package join
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/execid/correlator/pkg/auditlog"
+)
+
+// resolve decides a process's attribution from what is held now. It reads
+// the process, its parent (or session root) and the records, never the order
+// they came in, which is what makes the join order-independent.
+func (j *Joiner) resolve(p *proc) result {
+	var r result
+	if id := p.auditKey(); id != "" {
+		j.resolveID(p, id, p.in.Source, p.hasFlag(FlagRootUnverified), &r)
+		return r
+	}
+	if v := p.in.SPO.Value; v != "" {
+		switch ids := j.spo[v]; len(ids) {
+		case 0:
+		case 1:
+			spoUnverified := slices.Contains(p.in.SPO.Flags, FlagRootUnverified)
+			j.resolveID(p, ids[0], p.in.SPO.Source, spoUnverified, &r)
+			return r
+		default:
+			// Two records annotated with one request UID: say so, pick none.
+			r.attr, r.candidates = AttributionAmbiguous, slices.Clone(ids)
+			r.flag(FlagAuditIDConflict)
+			return r
+		}
+	}
+	j.fallback(p, &r)
+	if r.attr == AttributionNone && p.in.SPO.Value != "" && r.auditID == "" {
+		// An SPO UID no record annotates yet is an orphan ID like any other.
+		r.waiting = true
+		if p.expired {
+			r.flag(FlagNoAuditRecord)
+		}
+	}
+	return r
+}
+
+// resolveID attributes a process that carries session ID id.
+func (j *Joiner) resolveID(p *proc, id, source string, unverified bool, r *result) {
+	r.auditID = id
+	rs := j.recs[id]
+	if rs == nil {
+		r.waiting = true
+		if p.expired {
+			r.flag(FlagNoAuditRecord)
+		}
+		return
+	}
+	conflict := rs.conflict()
+	if conflict {
+		r.flag(FlagAuditIDConflict)
+	}
+	var match []*auditlog.ExecRecord
+	for _, rec := range rs.recs {
+		if j.podMatches(p, rec, id) {
+			match = append(match, rec)
+		}
+	}
+	if len(match) == 0 {
+		r.flag(FlagPodMismatch)
+		return
+	}
+	allowed := match[:0:0]
+	for _, rec := range match {
+		if outcome(rec) == "" {
+			allowed = append(allowed, rec)
+		}
+	}
+	if len(allowed) == 0 {
+		r.flag(outcome(match[0]))
+		return
+	}
+	// A root the kernel could not verify (its parent is inside the
+	// container) may have copied the ID from anywhere: only a parent (or
+	// session root) already attributed to the same session vouches for it,
+	// which is what a lost lineage entry looks like.
+	if unverified && !j.vouched(p, id) {
+		return
+	}
+	switch {
+	case conflict:
+		r.attr, r.candidates = AttributionAmbiguous, []string{id}
+	case unverified, source != SourceEnv:
+		r.attr = AttributionInherited
+	default:
+		r.attr = AttributionAuditID
+	}
+}
+
+// outcome names the flag a refused or failed request earns, or "".
+func outcome(rec *auditlog.ExecRecord) string {
+	switch {
+	case rec.Code == 401 || rec.Code == 403 || strings.EqualFold(rec.Decision, "forbid"):
+		return FlagDeniedExec
+	case rec.Code >= 400:
+		return FlagFailedExec
+	}
+	return ""
+}
+
+// podMatches compares what is known on both sides. With no pod metadata
+// for the process, the session's verified roots fix its container; without
+// those, the ID must have stayed in one container.
+func (j *Joiner) podMatches(p *proc, rec *auditlog.ExecRecord, id string) bool {
+	in := &p.in
+	if differ(in.Namespace, rec.Namespace) || differ(in.Pod, rec.Pod) || differ(in.Container, rec.Container) {
+		return false
+	}
+	if in.Pod != "" || in.ContainerID == "" || id != p.auditKey() {
+		return true
+	}
+	st := j.ids[id]
+	if st == nil {
+		return true
+	}
+	if len(st.anchors) > 0 {
+		_, ok := st.anchors[in.ContainerID]
+		return ok
+	}
+	return len(st.containers) <= 1
+}
+
+func differ(a, b string) bool { return a != "" && b != "" && a != b }
+
+// vouched reports whether p's parent, or failing that its session root, is
+// in p's container and attributed by ID to session id.
+func (j *Joiner) vouched(p *proc, id string) bool {
+	anc := j.procs[p.in.ParentProcessID]
+	if anc == nil && p.in.SessionRootID != p.in.ProcessID {
+		anc = j.procs[p.in.SessionRootID]
+	}
+	if anc == nil || anc.in.ContainerID != p.in.ContainerID || anc.res.auditID != id {
+		return false
+	}
+	return anc.res.attr == AttributionAuditID || anc.res.attr == AttributionInherited
+}
+
+// fallback handles a process with no usable ID: a descendant inherits its
+// parent's attribution, an exec root goes to the heuristic.
+func (j *Joiner) fallback(p *proc, r *result) {
+	if p.in.ContainerID == "" && p.in.Pod == "" {
+		return // a host process: no exec session to find
+	}
+	par := j.procs[p.in.ParentProcessID]
+	if par == nil || par.in.ContainerID != p.in.ContainerID {
+		j.heuristic(p, r)
+		return
+	}
+	switch par.res.attr {
+	case AttributionAuditID, AttributionInherited:
+		// The kernel lost the lineage (lineage_full, a restart); the
+		// parent link itself is still the kernel's word.
+		r.attr, r.auditID = AttributionInherited, par.res.auditID
+	case AttributionHeuristic, AttributionAmbiguous:
+		r.attr, r.auditID, r.confidence = par.res.attr, par.res.auditID, par.res.confidence
+		r.candidates = slices.Clone(par.res.candidates)
+	}
+}
+
+// track keeps the pending set and the exec-root index in step with a result.
+func (j *Joiner) track(p *proc, res result) {
+	id := p.in.ProcessID
+	if res.waiting && !p.expired {
+		if _, ok := j.pending[id]; !ok {
+			j.pending[id] = struct{}{}
+			if len(j.pending) > j.cfg.MaxPending {
+				j.expireOldest()
+			}
+		}
+	} else {
+		delete(j.pending, id)
+	}
+	pk := ""
+	if res.execRoot && !p.expired {
+		pk = podKey(p.in.Namespace, p.in.Pod)
+	}
+	if pk == p.rootPod {
+		return
+	}
+	if p.rootPod != "" {
+		removeFrom(j.rootsPod, p.rootPod, id)
+	}
+	if pk != "" {
+		addTo(j.rootsPod, pk, id)
+	}
+	p.rootPod = pk
+}
+
+// moveSession updates session membership and the claimed counts when a
+// process's result changes.
+func (j *Joiner) moveSession(p *proc, old, res *result) {
+	if old.counted() {
+		if rs := j.recs[old.auditID]; rs != nil {
+			rs.removeMember(p.in.ProcessID)
+			j.dirtySess[old.auditID] = struct{}{}
+		}
+	}
+	if res.counted() {
+		if rs := j.recs[res.auditID]; rs != nil {
+			rs.addMember(p.in.ProcessID, p.startTime())
+			j.dirtySess[res.auditID] = struct{}{}
+		}
+	}
+	if old.attr == AttributionAuditID {
+		j.claim(old.auditID, -1)
+	}
+	if res.attr == AttributionAuditID {
+		j.claim(res.auditID, 1)
+	}
+}
+
+// claim counts verified roots per session: a session that has one is not a
+// candidate for ID-less exec roots, since one request starts one root.
+func (j *Joiner) claim(id string, d int) {
+	rs := j.recs[id]
+	if rs == nil {
+		return
+	}
+	before := rs.claimed > 0
+	rs.claimed = max(0, rs.claimed+d)
+	if before != (rs.claimed > 0) {
+		for _, pk := range rs.pods {
+			for pid := range j.rootsPod[pk] {
+				j.enqueue(pid)
+			}
+		}
+	}
+}
+
+func addTo(m map[string]map[string]struct{}, k, v string) bool {
+	s := m[k]
+	if s == nil {
+		s = map[string]struct{}{}
+		m[k] = s
+	}
+	if _, ok := s[v]; ok {
+		return false
+	}
+	s[v] = struct{}{}
+	return true
+}
+
+func removeFrom(m map[string]map[string]struct{}, k, v string) {
+	if s := m[k]; s != nil {
+		delete(s, v)
+		if len(s) == 0 {
+			delete(m, k)
+		}
+	}
+}
