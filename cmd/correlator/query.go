@@ -1,0 +1,210 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/execid/correlator/pkg/api"
+)
+
+// queryOptions are the flags every responder command shares.
+type queryOptions struct {
+	server, tokenFile, caFile, output string
+	insecureSkipVerify                bool
+	user, group, namespace, pod       string
+	container, since, until, command  string
+	limit                             int
+	all                               bool
+}
+
+func (o *queryOptions) addConnFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.server, "server", envOr("CORRELATOR_SERVER", "http://127.0.0.1:8080"), "correlator API server URL")
+	f.StringVar(&o.tokenFile, "token-file", os.Getenv("CORRELATOR_TOKEN_FILE"), "file holding the bearer token")
+	f.StringVar(&o.caFile, "ca-file", "", "CA bundle that signed the server's certificate")
+	f.BoolVar(&o.insecureSkipVerify, "insecure-skip-tls-verify", false, "do not verify the server's certificate")
+	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+}
+
+func (o *queryOptions) addFilterFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.user, "user", "", "only this user")
+	f.StringVar(&o.group, "group", "", "only users in this group")
+	f.StringVarP(&o.namespace, "namespace", "n", "", "only this namespace")
+	f.StringVar(&o.pod, "pod", "", "only this pod")
+	f.StringVar(&o.container, "container", "", "only this container")
+	f.StringVar(&o.since, "since", "", "only after this time (RFC 3339, or a duration such as 24h)")
+	f.StringVar(&o.until, "until", "", "only before this time")
+	f.StringVar(&o.command, "command", "", "only commands containing this text")
+	f.IntVar(&o.limit, "limit", 50, "rows per page")
+	f.BoolVar(&o.all, "all", false, "follow every page")
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func (o *queryOptions) values() url.Values {
+	q := url.Values{}
+	for k, v := range map[string]string{"user": o.user, "group": o.group, "namespace": o.namespace, "pod": o.pod,
+		"container": o.container, "since": o.since, "until": o.until, "command": o.command} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if o.limit > 0 {
+		q.Set("limit", fmt.Sprint(o.limit))
+	}
+	return q
+}
+
+func (o *queryOptions) client() (*api.Client, error) {
+	if o.output != "table" && o.output != "json" {
+		return nil, fmt.Errorf("validating --output %q: want table or json", o.output)
+	}
+	c := &api.Client{BaseURL: o.server, HTTP: &http.Client{}}
+	if o.tokenFile != "" {
+		b, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading token file: %w", err)
+		}
+		c.Token = strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
+	}
+	tc := &tls.Config{InsecureSkipVerify: o.insecureSkipVerify} //nolint:gosec // an explicit, documented flag
+	if o.caFile != "" {
+		pem, err := os.ReadFile(o.caFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("reading CA file %s: no certificates in it", o.caFile)
+		}
+		tc.RootCAs = pool
+	}
+	c.HTTP.Transport = &http.Transport{TLSClientConfig: tc}
+	return c, nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func newSessionsCmd() *cobra.Command {
+	o := &queryOptions{}
+	cmd := &cobra.Command{
+		Use:   "sessions",
+		Short: "List exec sessions with the user who opened each",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			q := o.values()
+			var all api.SessionPage
+			for {
+				p, err := c.Sessions(cmd.Context(), q)
+				if err != nil {
+					return err
+				}
+				all.Items = append(all.Items, p.Items...)
+				all.NextCursor = p.NextCursor
+				if !o.all || p.NextCursor == "" {
+					break
+				}
+				q.Set("cursor", p.NextCursor)
+			}
+			if o.output == "json" {
+				return printJSON(cmd.OutOrStdout(), all)
+			}
+			return renderSessions(cmd.OutOrStdout(), all)
+		},
+	}
+	o.addConnFlags(cmd.Flags())
+	o.addFilterFlags(cmd.Flags())
+	return cmd
+}
+
+func newSessionCmd() *cobra.Command {
+	o := &queryOptions{}
+	cmd := &cobra.Command{
+		Use:   "session AUDIT-ID",
+		Short: "Show one session: who, from where, and its process tree",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			v, err := c.Session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if o.output == "json" {
+				return printJSON(cmd.OutOrStdout(), v)
+			}
+			return renderSession(cmd.OutOrStdout(), v)
+		},
+	}
+	o.addConnFlags(cmd.Flags())
+	return cmd
+}
+
+func newProcessesCmd() *cobra.Command {
+	o := &queryOptions{}
+	var auditID, attribution string
+	cmd := &cobra.Command{
+		Use:   "processes",
+		Short: "List processes and the session and user each is attributed to",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			q := o.values()
+			if auditID != "" {
+				q.Set("auditID", auditID)
+			}
+			if attribution != "" {
+				q.Set("attribution", attribution)
+			}
+			var all api.ProcessPage
+			for {
+				p, err := c.Processes(cmd.Context(), q)
+				if err != nil {
+					return err
+				}
+				all.Items = append(all.Items, p.Items...)
+				all.NextCursor = p.NextCursor
+				if !o.all || p.NextCursor == "" {
+					break
+				}
+				q.Set("cursor", p.NextCursor)
+			}
+			if o.output == "json" {
+				return printJSON(cmd.OutOrStdout(), all)
+			}
+			return renderProcesses(cmd.OutOrStdout(), all)
+		},
+	}
+	o.addConnFlags(cmd.Flags())
+	o.addFilterFlags(cmd.Flags())
+	cmd.Flags().StringVar(&auditID, "audit-id", "", "only processes of this session")
+	cmd.Flags().StringVar(&attribution, "attribution", "", "only audit_id, inherited, heuristic or ambiguous")
+	return cmd
+}

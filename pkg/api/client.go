@@ -1,0 +1,84 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/execid/correlator/pkg/store"
+)
+
+// Client queries a correlator API server; the CLI uses it.
+type Client struct {
+	BaseURL string // https://node:8443
+	Token   string
+	HTTP    *http.Client
+}
+
+// SessionPage and ProcessPage are list responses.
+type (
+	SessionPage = page[store.Session]
+	ProcessPage = page[store.Process]
+)
+
+// Sessions lists sessions with the given filters (user, pod, since, …).
+func (c *Client) Sessions(ctx context.Context, q url.Values) (SessionPage, error) {
+	var p SessionPage
+	return p, c.get(ctx, "/api/v1/sessions", q, &p)
+}
+
+// Processes lists processes with the given filters.
+func (c *Client) Processes(ctx context.Context, q url.Values) (ProcessPage, error) {
+	var p ProcessPage
+	return p, c.get(ctx, "/api/v1/processes", q, &p)
+}
+
+// Session fetches one session and its process tree.
+func (c *Client) Session(ctx context.Context, auditID string) (SessionView, error) {
+	var v SessionView
+	return v, c.get(ctx, "/api/v1/sessions/"+url.PathEscape(auditID), nil, &v)
+}
+
+func (c *Client) get(ctx context.Context, path string, q url.Values, out any) error {
+	u := strings.TrimRight(c.BaseURL, "/") + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fmt.Errorf("building request: %w", err)
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("querying %s: %w", c.BaseURL, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("reading response: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return fmt.Errorf("querying %s: %s: %s", path, resp.Status, e.Error)
+		}
+		return fmt.Errorf("querying %s: %s", path, resp.Status)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("decoding %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,222 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/pkg/store"
+)
+
+var t0 = time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+
+// fixture stores two users' overlapping sessions in one pod, in a real
+// SQLite file, and serves the API on a loopback socket.
+func fixture(t *testing.T) (*httptest.Server, string) {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "c.db"), store.Config{}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	end := t0.Add(5 * time.Minute)
+	b := store.Batch{
+		Sessions: []store.Session{
+			{AuditID: "aaaa", Username: "alice", Groups: []string{"sre"}, Namespace: "shop", Pod: "web-0", Container: "app",
+				Command: []string{"sh"}, Verb: "get", Subresource: "exec", Code: 101, Decision: "allow", RequestReceived: t0, End: &end},
+			{AuditID: "bbbb", Username: "bob", Groups: []string{"dev"}, Namespace: "shop", Pod: "web-0", Container: "app",
+				Command: []string{"bash", "-c", "curl evil"}, Verb: "create", Subresource: "exec", Code: 101, RequestReceived: t0.Add(time.Minute)},
+		},
+		Processes: []store.Process{
+			{ProcessID: "10-1", PID: 10, Filename: "/bin/sh", Argv: []string{"sh"}, Namespace: "shop", Pod: "web-0", Container: "app",
+				Start: t0.Add(time.Second), AuditID: "aaaa", Attribution: store.AttributionAuditID, Source: "env"},
+			{ProcessID: "11-2", ParentProcessID: "10-1", PID: 11, Filename: "/bin/ls", Argv: []string{"ls", "/"}, Namespace: "shop", Pod: "web-0",
+				Container: "app", Start: t0.Add(2 * time.Second), AuditID: "aaaa", Attribution: store.AttributionInherited, Source: "inherited"},
+			{ProcessID: "12-3", ParentProcessID: "11-2", PID: 12, Filename: "/bin/cat", Argv: []string{"cat", "/etc/shadow"}, Namespace: "shop",
+				Pod: "web-0", Container: "app", Start: t0.Add(3 * time.Second), AuditID: "aaaa", Attribution: store.AttributionInherited,
+				Source: "inherited", Flags: []string{"env_removed"}},
+			{ProcessID: "20-4", PID: 20, Filename: "/bin/bash", Argv: []string{"bash", "-c", "curl evil"}, Namespace: "shop", Pod: "web-0",
+				Container: "app", Start: t0.Add(61 * time.Second), AuditID: "bbbb", Attribution: store.AttributionAuditID, Source: "env"},
+		},
+	}
+	if err := st.Write(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(tokens, []byte("responder-token\n"), 0o600)
+	tf, err := NewTokenFile(tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHandler(st, Config{Auth: tf, Now: func() time.Time { return t0.Add(time.Hour) },
+		Ready: func() error { return nil }}, zerolog.Nop())
+	srv := httptest.NewServer(h) // a real socket on 127.0.0.1
+	t.Cleanup(srv.Close)
+	return srv, "responder-token"
+}
+
+func get(t *testing.T, srv *httptest.Server, token, path string, out any) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(body, out); err != nil {
+			t.Fatalf("decoding %s: %v: %s", path, err, body)
+		}
+	}
+	return resp.StatusCode
+}
+
+func TestAuthRequired(t *testing.T) {
+	srv, tok := fixture(t)
+	for _, p := range []string{"/api/v1/sessions", "/api/v1/sessions/aaaa", "/api/v1/processes", "/api/v1/alerts"} {
+		if code := get(t, srv, "", p, nil); code != http.StatusUnauthorized {
+			t.Errorf("%s without a token: %d, want 401", p, code)
+		}
+		if code := get(t, srv, "wrong", p, nil); code != http.StatusUnauthorized {
+			t.Errorf("%s with a wrong token: %d, want 401", p, code)
+		}
+		if code := get(t, srv, tok, p, nil); code != http.StatusOK {
+			t.Errorf("%s with the token: %d, want 200", p, code)
+		}
+	}
+	for _, p := range []string{"/healthz", "/readyz", "/api/v1/openapi.json"} {
+		if code := get(t, srv, "", p, nil); code != http.StatusOK {
+			t.Errorf("%s: %d, want 200 without a token", p, code)
+		}
+	}
+}
+
+func TestSessionsAndProcesses(t *testing.T) {
+	srv, tok := fixture(t)
+	type sessions = page[store.Session]
+	cases := []struct {
+		query string
+		want  string
+	}{
+		{"", "bbbb,aaaa"},
+		{"?user=alice", "aaaa"},
+		{"?group=dev", "bbbb"},
+		{"?command=curl", "bbbb"},
+		{"?namespace=shop&pod=web-0&container=app", "bbbb,aaaa"},
+		{"?pod=other", ""},
+		{"?since=" + url.QueryEscape(t0.Add(30*time.Second).Format(time.RFC3339)), "bbbb"},
+		{"?until=" + url.QueryEscape(t0.Add(30*time.Second).Format(time.RFC3339)), "aaaa"},
+		{"?since=2h", "bbbb,aaaa"},
+	}
+	for _, tc := range cases {
+		var got sessions
+		if code := get(t, srv, tok, "/api/v1/sessions"+tc.query, &got); code != 200 {
+			t.Errorf("%s: %d", tc.query, code)
+			continue
+		}
+		var ids []string
+		for _, s := range got.Items {
+			ids = append(ids, s.AuditID)
+		}
+		if strings.Join(ids, ",") != tc.want {
+			t.Errorf("sessions%s = %v, want %s", tc.query, ids, tc.want)
+		}
+	}
+	var procs page[store.Process]
+	get(t, srv, tok, "/api/v1/processes?auditID=aaaa&attribution=inherited", &procs)
+	if len(procs.Items) != 2 {
+		t.Errorf("inherited processes of aaaa: %d, want 2", len(procs.Items))
+	}
+	for _, bad := range []string{"?since=yesterday", "?limit=0", "?limit=x", "?bogus=1", "?attribution=psychic",
+		"?since=1h&until=2h"} {
+		if code := get(t, srv, tok, "/api/v1/processes"+bad, nil); code != http.StatusBadRequest {
+			t.Errorf("processes%s: %d, want 400", bad, code)
+		}
+	}
+}
+
+func TestSessionTree(t *testing.T) {
+	srv, tok := fixture(t)
+	var v SessionView
+	if code := get(t, srv, tok, "/api/v1/sessions/aaaa", &v); code != 200 {
+		t.Fatalf("session: %d", code)
+	}
+	if v.Username != "alice" || len(v.Processes) != 3 || len(v.Tree) != 1 {
+		t.Fatalf("session %+v", v)
+	}
+	root := v.Tree[0]
+	if root.ProcessID != "10-1" || len(root.Children) != 1 || root.Children[0].Children[0].ProcessID != "12-3" {
+		t.Errorf("tree shape wrong: %+v", root)
+	}
+	if code := get(t, srv, tok, "/api/v1/sessions/nope", nil); code != http.StatusNotFound {
+		t.Errorf("unknown session: %d, want 404", code)
+	}
+}
+
+func TestPaginationThroughAPI(t *testing.T) {
+	srv, tok := fixture(t)
+	var seen []string
+	cursor := ""
+	for i := 0; i < 10; i++ {
+		var p page[store.Process]
+		get(t, srv, tok, "/api/v1/processes?limit=1&cursor="+url.QueryEscape(cursor), &p)
+		for _, x := range p.Items {
+			seen = append(seen, x.ProcessID)
+		}
+		if p.NextCursor == "" {
+			break
+		}
+		cursor = p.NextCursor
+	}
+	if fmt.Sprint(seen) != "[20-4 12-3 11-2 10-1]" {
+		t.Errorf("paged processes %v", seen)
+	}
+	if code := get(t, srv, tok, "/api/v1/processes?cursor=garbage", nil); code != http.StatusBadRequest {
+		t.Errorf("bad cursor: %d, want 400", code)
+	}
+}
+
+// TestOpenAPICoversRoutes keeps the published contract honest.
+func TestOpenAPICoversRoutes(t *testing.T) {
+	var doc struct {
+		OpenAPI string                    `json:"openapi"`
+		Paths   map[string]map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for path, method := range map[string]string{
+		"/api/v1/sessions": "get", "/api/v1/sessions/{auditID}": "get", "/api/v1/processes": "get",
+		"/api/v1/alerts": "get", WebhookPath: "post", "/api/v1/openapi.json": "get",
+		"/healthz": "get", "/readyz": "get", "/metrics": "get",
+	} {
+		if _, ok := doc.Paths[path][method]; !ok {
+			t.Errorf("openapi.json lacks %s %s", method, path)
+		}
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.") {
+		t.Errorf("openapi version %q", doc.OpenAPI)
+	}
+}
+
+func TestBuildTreeOrphans(t *testing.T) {
+	tree := BuildTree([]store.Process{{ProcessID: "a"}, {ProcessID: "b", ParentProcessID: "a"}, {ProcessID: "c", ParentProcessID: "gone"}})
+	if len(tree) != 2 || tree[0].ProcessID != "a" || tree[1].ProcessID != "c" || len(tree[0].Children) != 1 {
+		t.Errorf("tree %+v", tree)
+	}
+}

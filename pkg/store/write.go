@@ -1,0 +1,285 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+const upsertSessionSQL = `INSERT INTO sessions (
+	audit_id, username, uid, groups, extra, imp_username, impersonated, source_ips, user_agent,
+	namespace, pod, container, command, command_line, verb, subresource, code, decision, reason,
+	request_received, end_time, stages, flags, updated_at
+) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+ON CONFLICT (audit_id) DO UPDATE SET
+	username = excluded.username, uid = excluded.uid, groups = excluded.groups, extra = excluded.extra,
+	imp_username = excluded.imp_username, impersonated = excluded.impersonated,
+	source_ips = excluded.source_ips, user_agent = excluded.user_agent,
+	namespace = excluded.namespace, pod = excluded.pod, container = excluded.container,
+	command = excluded.command, command_line = excluded.command_line, verb = excluded.verb,
+	subresource = excluded.subresource, code = excluded.code, decision = excluded.decision,
+	reason = excluded.reason, request_received = excluded.request_received,
+	end_time = excluded.end_time, stages = excluded.stages, flags = excluded.flags,
+	updated_at = excluded.updated_at
+RETURNING id`
+
+const upsertProcessSQL = `INSERT INTO processes (
+	process_id, parent_process_id, pid, ppid, uid, filename, argv, argv_line, container_id, pod_uid,
+	namespace, pod, container, start, exit_time, exit_code, audit_id, claimed_audit_id, attribution,
+	confidence, candidates, source, flags, session_root_id
+) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+ON CONFLICT (process_id) DO UPDATE SET
+	parent_process_id = excluded.parent_process_id, pid = excluded.pid, ppid = excluded.ppid,
+	uid = excluded.uid, filename = excluded.filename, argv = excluded.argv,
+	argv_line = excluded.argv_line, container_id = excluded.container_id,
+	pod_uid = excluded.pod_uid, namespace = excluded.namespace, pod = excluded.pod,
+	container = excluded.container, start = excluded.start, exit_time = excluded.exit_time,
+	exit_code = excluded.exit_code, audit_id = excluded.audit_id,
+	claimed_audit_id = excluded.claimed_audit_id, attribution = excluded.attribution,
+	confidence = excluded.confidence, candidates = excluded.candidates, source = excluded.source,
+	flags = excluded.flags, session_root_id = excluded.session_root_id`
+
+const upsertAuditRecordSQL = `INSERT INTO audit_records (audit_id, stage, stage_timestamp, event)
+VALUES (?,?,?,?) ON CONFLICT (audit_id, stage) DO UPDATE SET
+	stage_timestamp = excluded.stage_timestamp, event = excluded.event`
+
+const insertAlertSQL = `INSERT INTO alerts (id, time, rule, severity, message, audit_id, process_id, payload)
+VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (id) DO NOTHING`
+
+// Upsert writes sessions and processes in one transaction. A row whose key
+// is stored already is replaced whole.
+func (s *Store) Upsert(ctx context.Context, sessions []Session, processes []Process) error {
+	return s.Write(ctx, Batch{Sessions: sessions, Processes: processes})
+}
+
+// InsertAlerts stores alerts; an alert whose ID is stored already is
+// skipped.
+func (s *Store) InsertAlerts(ctx context.Context, alerts []Alert) error {
+	return s.Write(ctx, Batch{Alerts: alerts})
+}
+
+// Write commits a batch in one transaction: all of it or none of it.
+// Sessions and processes are upserted (replaced whole), audit records are
+// upserted by (auditID, stage), and alerts are inserted once by ID.
+func (s *Store) Write(ctx context.Context, b Batch) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("beginning write transaction: %w", err)
+	}
+	defer tx.Rollback()
+	if err := writeSessions(ctx, tx, b.Sessions); err != nil {
+		return err
+	}
+	if err := writeProcesses(ctx, tx, b.Processes); err != nil {
+		return err
+	}
+	if err := writeAuditRecords(ctx, tx, b.AuditRecords); err != nil {
+		return err
+	}
+	if err := writeAlerts(ctx, tx, b.Alerts); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing write transaction of %d rows: %w", b.Len(), err)
+	}
+	return nil
+}
+
+func writeSessions(ctx context.Context, tx *sql.Tx, sessions []Session) error {
+	if len(sessions) == 0 {
+		return nil
+	}
+	up, err := tx.PrepareContext(ctx, upsertSessionSQL)
+	if err != nil {
+		return fmt.Errorf("preparing session upsert: %w", err)
+	}
+	defer up.Close()
+	delGroups, err := tx.PrepareContext(ctx, `DELETE FROM session_groups WHERE session_id = ?`)
+	if err != nil {
+		return fmt.Errorf("preparing session group delete: %w", err)
+	}
+	defer delGroups.Close()
+	addGroup, err := tx.PrepareContext(ctx,
+		`INSERT OR IGNORE INTO session_groups (grp, request_received, session_id) VALUES (?,?,?)`)
+	if err != nil {
+		return fmt.Errorf("preparing session group insert: %w", err)
+	}
+	defer addGroup.Close()
+	now := time.Now()
+	for i := range sessions {
+		ss := &sessions[i]
+		args, err := sessionArgs(ss, now)
+		if err != nil {
+			return fmt.Errorf("encoding session %s: %w", ss.AuditID, err)
+		}
+		var id int64
+		if err := up.QueryRowContext(ctx, args...).Scan(&id); err != nil {
+			return fmt.Errorf("upserting session %s: %w", ss.AuditID, err)
+		}
+		if _, err := delGroups.ExecContext(ctx, id); err != nil {
+			return fmt.Errorf("clearing groups of session %s: %w", ss.AuditID, err)
+		}
+		groups := ss.Groups
+		if ss.ImpersonatedUser != nil {
+			groups = append(groups[:len(groups):len(groups)], ss.ImpersonatedUser.Groups...)
+		}
+		for _, g := range groups {
+			if _, err := addGroup.ExecContext(ctx, g, nanos(ss.RequestReceived), id); err != nil {
+				return fmt.Errorf("indexing group %q of session %s: %w", g, ss.AuditID, err)
+			}
+		}
+	}
+	return nil
+}
+
+func sessionArgs(ss *Session, now time.Time) ([]any, error) {
+	if ss.AuditID == "" {
+		return nil, fmt.Errorf("checking session: empty audit ID")
+	}
+	groups, err := jsonList(ss.Groups)
+	if err != nil {
+		return nil, err
+	}
+	extra, err := jsonMap(ss.Extra)
+	if err != nil {
+		return nil, err
+	}
+	var impUser string
+	var imp any
+	if ss.ImpersonatedUser != nil {
+		impUser = ss.ImpersonatedUser.Username
+		if imp, err = jsonText(ss.ImpersonatedUser, false); err != nil {
+			return nil, err
+		}
+	}
+	ips, err := jsonList(ss.SourceIPs)
+	if err != nil {
+		return nil, err
+	}
+	command, err := jsonList(ss.Command)
+	if err != nil {
+		return nil, err
+	}
+	stages, err := jsonList(ss.Stages)
+	if err != nil {
+		return nil, err
+	}
+	flags, err := jsonList(ss.Flags)
+	if err != nil {
+		return nil, err
+	}
+	updated := ss.UpdatedAt
+	if updated.IsZero() {
+		updated = now
+	}
+	return []any{
+		ss.AuditID, ss.Username, ss.UID, groups, extra, impUser, imp, ips, ss.UserAgent,
+		ss.Namespace, ss.Pod, ss.Container, command, strings.Join(ss.Command, " "), ss.Verb,
+		ss.Subresource, ss.Code, ss.Decision, ss.Reason,
+		nanos(ss.RequestReceived), nullNanos(ss.End), stages, flags, nanos(updated),
+	}, nil
+}
+
+func writeProcesses(ctx context.Context, tx *sql.Tx, procs []Process) error {
+	if len(procs) == 0 {
+		return nil
+	}
+	up, err := tx.PrepareContext(ctx, upsertProcessSQL)
+	if err != nil {
+		return fmt.Errorf("preparing process upsert: %w", err)
+	}
+	defer up.Close()
+	for i := range procs {
+		p := &procs[i]
+		args, err := processArgs(p)
+		if err != nil {
+			return fmt.Errorf("encoding process %s: %w", p.ProcessID, err)
+		}
+		if _, err := up.ExecContext(ctx, args...); err != nil {
+			return fmt.Errorf("upserting process %s: %w", p.ProcessID, err)
+		}
+	}
+	return nil
+}
+
+func processArgs(p *Process) ([]any, error) {
+	if p.ProcessID == "" {
+		return nil, fmt.Errorf("checking process: empty process ID")
+	}
+	argv, err := jsonList(p.Argv)
+	if err != nil {
+		return nil, err
+	}
+	cands, err := jsonList(p.Candidates)
+	if err != nil {
+		return nil, err
+	}
+	flags, err := jsonList(p.Flags)
+	if err != nil {
+		return nil, err
+	}
+	var exitCode any
+	if p.ExitCode != nil {
+		exitCode = *p.ExitCode
+	}
+	return []any{
+		p.ProcessID, p.ParentProcessID, p.PID, p.PPID, p.UID, p.Filename, argv,
+		strings.Join(p.Argv, " "), p.ContainerID, p.PodUID, p.Namespace, p.Pod, p.Container,
+		nanos(p.Start), nullNanos(p.Exit), exitCode, p.AuditID, p.ClaimedAuditID, p.Attribution,
+		p.Confidence, cands, p.Source, flags, p.SessionRootID,
+	}, nil
+}
+
+func writeAuditRecords(ctx context.Context, tx *sql.Tx, recs []AuditRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	up, err := tx.PrepareContext(ctx, upsertAuditRecordSQL)
+	if err != nil {
+		return fmt.Errorf("preparing audit record upsert: %w", err)
+	}
+	defer up.Close()
+	for _, r := range recs {
+		if r.AuditID == "" || r.Stage == "" {
+			return fmt.Errorf("checking audit record: empty audit ID or stage")
+		}
+		ev := string(r.Event)
+		if ev == "" {
+			ev = "null"
+		}
+		if _, err := up.ExecContext(ctx, r.AuditID, r.Stage, nanos(r.StageTimestamp), ev); err != nil {
+			return fmt.Errorf("upserting audit record %s/%s: %w", r.AuditID, r.Stage, err)
+		}
+	}
+	return nil
+}
+
+func writeAlerts(ctx context.Context, tx *sql.Tx, alerts []Alert) error {
+	if len(alerts) == 0 {
+		return nil
+	}
+	ins, err := tx.PrepareContext(ctx, insertAlertSQL)
+	if err != nil {
+		return fmt.Errorf("preparing alert insert: %w", err)
+	}
+	defer ins.Close()
+	for _, a := range alerts {
+		if a.ID == "" {
+			return fmt.Errorf("checking alert: empty ID")
+		}
+		var payload any
+		if len(a.Payload) > 0 {
+			payload = string(a.Payload)
+		}
+		if _, err := ins.ExecContext(ctx, a.ID, nanos(a.Time), a.Rule, a.Severity, a.Message,
+			a.AuditID, a.ProcessID, payload); err != nil {
+			return fmt.Errorf("inserting alert %s: %w", a.ID, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,248 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// BatchWriter commits a batch atomically; *Store is one.
+type BatchWriter interface {
+	Write(ctx context.Context, b Batch) error
+}
+
+// Writer gathers rows from many Add calls into batches and commits each
+// batch in one transaction from a single goroutine: when a batch reaches
+// maxBatch rows, or maxDelay after its first row. Rows with the same key in
+// one batch collapse to the last one added. Each Add lands whole in one
+// transaction, so a crash loses at most the batch that was open.
+type Writer struct {
+	dst      BatchWriter
+	maxBatch int
+	maxDelay time.Duration
+	onCommit func(Batch, error)
+
+	mu     sync.RWMutex // write-held only to close
+	closed bool
+	in     chan item
+	done   chan struct{}
+
+	batches, rows, dropped atomic.Int64
+	lastErr                atomic.Pointer[error]
+}
+
+// item is one Add, or a flush marker when ack is set.
+type item struct {
+	b    Batch
+	ack  chan error
+	stop bool
+}
+
+// WriterOption configures a Writer.
+type WriterOption func(*Writer)
+
+// WithCommitHook calls fn after every commit attempt, from the writer's
+// goroutine, with the batch and the commit's error.
+func WithCommitHook(fn func(Batch, error)) WriterOption {
+	return func(w *Writer) { w.onCommit = fn }
+}
+
+// WriterStats counts what a Writer did.
+type WriterStats struct {
+	Batches int64 // transactions committed
+	Rows    int64 // rows committed
+	Dropped int64 // rows lost to failed commits
+}
+
+// NewWriter starts a Writer that commits to dst. maxBatch < 1 means 1000,
+// maxDelay <= 0 means one second.
+func NewWriter(dst BatchWriter, maxBatch int, maxDelay time.Duration, opts ...WriterOption) *Writer {
+	if maxBatch < 1 {
+		maxBatch = 1000
+	}
+	if maxDelay <= 0 {
+		maxDelay = time.Second
+	}
+	w := &Writer{
+		dst:      dst,
+		maxBatch: maxBatch,
+		maxDelay: maxDelay,
+		in:       make(chan item, 64),
+		done:     make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(w)
+	}
+	go w.loop()
+	return w
+}
+
+// Add queues b for the next batch. It blocks while the queue is full
+// (backpressure), until ctx is done, and returns ErrClosed after Close.
+func (w *Writer) Add(ctx context.Context, b Batch) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	return w.send(ctx, item{b: b})
+}
+
+// Flush commits everything added before it and returns the first commit
+// error since the previous Flush.
+func (w *Writer) Flush(ctx context.Context) error {
+	ack := make(chan error, 1)
+	if err := w.send(ctx, item{ack: ack}); err != nil {
+		return err
+	}
+	select {
+	case err := <-ack:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (w *Writer) send(ctx context.Context, it item) error {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return ErrClosed
+	}
+	select {
+	case w.in <- it:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close commits what is pending, stops the writer and returns the first
+// commit error since the last Flush. Later Adds return ErrClosed.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		<-w.done
+		return nil
+	}
+	w.closed = true
+	w.mu.Unlock()
+	ack := make(chan error, 1)
+	w.in <- item{ack: ack, stop: true} // the loop runs until it takes this
+	err := <-ack
+	<-w.done
+	return err
+}
+
+// Stats returns the writer's counters.
+func (w *Writer) Stats() WriterStats {
+	return WriterStats{Batches: w.batches.Load(), Rows: w.rows.Load(), Dropped: w.dropped.Load()}
+}
+
+func (w *Writer) loop() {
+	defer close(w.done)
+	var p pending
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case it := <-w.in:
+			if it.ack != nil {
+				w.commit(&p)
+				timer.Stop()
+				err := w.lastErr.Swap(nil)
+				if err != nil {
+					it.ack <- *err
+				} else {
+					it.ack <- nil
+				}
+				if it.stop {
+					return
+				}
+				continue
+			}
+			if p.rows == 0 {
+				timer.Reset(w.maxDelay)
+			}
+			p.add(it.b)
+			if p.rows >= w.maxBatch {
+				w.commit(&p)
+				timer.Stop()
+			}
+		case <-timer.C:
+			w.commit(&p)
+		}
+	}
+}
+
+// commit writes the pending batch, retrying a failed commit twice before
+// dropping it, and resets p.
+func (w *Writer) commit(p *pending) {
+	if p.rows == 0 {
+		return
+	}
+	b := p.batch()
+	n := int64(b.Len())
+	*p = pending{}
+	var err error
+	for attempt := range 3 {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err = w.dst.Write(ctx, b)
+		cancel()
+		if err == nil {
+			break
+		}
+	}
+	if w.onCommit != nil {
+		w.onCommit(b, err)
+	}
+	if err != nil {
+		w.dropped.Add(n)
+		err = fmt.Errorf("writing batch of %d rows: %w", n, err)
+		w.lastErr.CompareAndSwap(nil, &err)
+		return
+	}
+	w.batches.Add(1)
+	w.rows.Add(n)
+}
+
+// pending is the open batch, collapsing rows with the same key.
+type pending struct {
+	rows     int
+	b        Batch
+	sessions map[string]int
+	procs    map[string]int
+}
+
+func (p *pending) add(b Batch) {
+	if p.sessions == nil {
+		p.sessions, p.procs = map[string]int{}, map[string]int{}
+	}
+	for _, s := range b.Sessions {
+		if i, ok := p.sessions[s.AuditID]; ok {
+			p.b.Sessions[i] = s
+			continue
+		}
+		p.sessions[s.AuditID] = len(p.b.Sessions)
+		p.b.Sessions = append(p.b.Sessions, s)
+		p.rows++
+	}
+	for _, pr := range b.Processes {
+		if i, ok := p.procs[pr.ProcessID]; ok {
+			p.b.Processes[i] = pr
+			continue
+		}
+		p.procs[pr.ProcessID] = len(p.b.Processes)
+		p.b.Processes = append(p.b.Processes, pr)
+		p.rows++
+	}
+	p.b.AuditRecords = append(p.b.AuditRecords, b.AuditRecords...)
+	p.b.Alerts = append(p.b.Alerts, b.Alerts...)
+	p.rows += len(b.AuditRecords) + len(b.Alerts)
+}
+
+func (p *pending) batch() Batch { return p.b }

@@ -1,0 +1,172 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// recorder is a BatchWriter that keeps every batch, failing while fail is
+// set.
+type recorder struct {
+	mu      sync.Mutex
+	batches []Batch
+	fail    error
+}
+
+func (r *recorder) Write(_ context.Context, b Batch) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail != nil {
+		return r.fail
+	}
+	r.batches = append(r.batches, b)
+	return nil
+}
+
+func (r *recorder) sizes() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []int
+	for _, b := range r.batches {
+		out = append(out, b.Len())
+	}
+	return out
+}
+
+func TestWriterBatchesBySize(t *testing.T) {
+	var r recorder
+	w := NewWriter(&r, 10, time.Hour)
+	ctx := context.Background()
+	for i := range 25 {
+		if err := w.Add(ctx, Batch{Processes: []Process{process(fmt.Sprint(i), "a", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(r.sizes()); got != "[10 10 5]" {
+		t.Errorf("batch sizes %s, want [10 10 5]", got)
+	}
+	if st := w.Stats(); st.Batches != 3 || st.Rows != 25 || st.Dropped != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add(ctx, Batch{Processes: []Process{process("late", "a", 0)}}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Add after Close = %v, want ErrClosed", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+}
+
+func TestWriterCommitsAfterDelay(t *testing.T) {
+	var r recorder
+	committed := make(chan Batch, 1)
+	w := NewWriter(&r, 1000, 20*time.Millisecond, WithCommitHook(func(b Batch, err error) { committed <- b }))
+	defer w.Close()
+	start := time.Now()
+	w.Add(context.Background(), Batch{Sessions: []Session{session("a", "alice", 0)}})
+	select {
+	case b := <-committed:
+		if b.Len() != 1 || time.Since(start) < 20*time.Millisecond {
+			t.Errorf("committed %d rows after %s", b.Len(), time.Since(start))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no commit after maxDelay")
+	}
+}
+
+func TestWriterCollapsesKeys(t *testing.T) {
+	var r recorder
+	w := NewWriter(&r, 1000, time.Hour)
+	ctx := context.Background()
+	first := session("a", "alice", 0)
+	second := first
+	second.Stages = []string{"ResponseComplete"}
+	w.Add(ctx, Batch{Sessions: []Session{first}, Processes: []Process{process("p", "", 0)}})
+	w.Add(ctx, Batch{Sessions: []Session{second}, Processes: []Process{process("p", "a", 0)}})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.batches) != 1 {
+		t.Fatalf("%d batches", len(r.batches))
+	}
+	b := r.batches[0]
+	if len(b.Sessions) != 1 || b.Sessions[0].Stages[0] != "ResponseComplete" ||
+		len(b.Processes) != 1 || b.Processes[0].AuditID != "a" {
+		t.Errorf("batch %+v", b)
+	}
+}
+
+func TestWriterReportsAndCountsFailures(t *testing.T) {
+	r := recorder{fail: errors.New("disk full")}
+	w := NewWriter(&r, 1000, time.Hour)
+	defer w.Close()
+	ctx := context.Background()
+	w.Add(ctx, Batch{Processes: []Process{process("p", "a", 0)}})
+	if err := w.Flush(ctx); err == nil || !errors.Is(err, r.fail) {
+		t.Errorf("Flush = %v, want the commit error", err)
+	}
+	if st := w.Stats(); st.Dropped != 1 {
+		t.Errorf("stats %+v", st)
+	}
+	// The error is reported once.
+	if err := w.Flush(ctx); err != nil {
+		t.Errorf("second Flush = %v", err)
+	}
+}
+
+func TestWriterCloseFlushesAndConcurrentAdds(t *testing.T) {
+	s := openTest(t)
+	w := NewWriter(s, 100, time.Hour)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 250 {
+				p := process(fmt.Sprintf("g%d-%d", g, i), "a", i)
+				if err := w.Add(ctx, Batch{Processes: []Process{p}}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	s.r.QueryRow("SELECT count(*) FROM processes").Scan(&n)
+	if n != 1000 {
+		t.Errorf("%d processes stored, want 1000", n)
+	}
+}
+
+func TestWriterAddHonoursContext(t *testing.T) {
+	block := make(chan struct{})
+	w := NewWriter(blockingWriter(block), 1, time.Hour)
+	defer func() { close(block); w.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	var err error
+	for err == nil { // fill the queue behind the stuck commit
+		err = w.Add(ctx, Batch{Processes: []Process{process("p", "a", 0)}})
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Add = %v, want deadline exceeded", err)
+	}
+}
+
+type blockingWriter chan struct{}
+
+func (b blockingWriter) Write(context.Context, Batch) error { <-b; return nil }
