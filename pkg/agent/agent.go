@@ -1,0 +1,210 @@
+// Package agent is correlator's pipeline: capture events and audit records
+// in, joined sessions and processes out to the store. One goroutine owns
+// the merger and the joiner, so neither needs locks and the order of work
+// is the order of arrival.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/join"
+	"github.com/execid/correlator/pkg/meta"
+	"github.com/execid/correlator/pkg/store"
+)
+
+// Config tunes the pipeline.
+type Config struct {
+	Join join.Config
+	// Queue bounds the events waiting for the joiner. A full queue blocks
+	// the ring-buffer reader (the kernel counts what it then drops) and
+	// answers the audit webhook 429, so nothing is lost silently.
+	Queue int
+	// ExpireEvery is how often pending processes are checked against the TTL.
+	ExpireEvery time.Duration
+	// MaxRecords bounds the audit stage merger.
+	MaxRecords int
+}
+
+// Default returns the shipped pipeline settings.
+func Default() Config {
+	return Config{Join: join.DefaultConfig(), Queue: 65536, ExpireEvery: time.Second, MaxRecords: 100000}
+}
+
+// Resolver maps a container to its pod.
+type Resolver interface {
+	Resolve(ctx context.Context, containerID, podUID string) (meta.Info, bool, error)
+}
+
+// Sink receives what changed; *store.Writer is the production sink.
+type Sink interface {
+	Add(ctx context.Context, b store.Batch) error
+}
+
+type auditBatch struct {
+	evs []auditlog.Event
+}
+
+// Agent runs the pipeline.
+type Agent struct {
+	cfg     Config
+	log     zerolog.Logger
+	joiner  *join.Joiner
+	merger  *auditlog.Merger
+	meta    Resolver
+	sink    Sink
+	procs   chan capture.Event
+	audit   chan auditBatch
+	now     func() time.Time
+	events  *prometheus.CounterVec
+	latency prometheus.Histogram
+	queued  atomic.Int64
+}
+
+// New builds an agent. reg may be nil.
+func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus.Registerer) (*Agent, error) {
+	j, err := join.New(cfg.Join, log)
+	if err != nil {
+		return nil, fmt.Errorf("creating joiner: %w", err)
+	}
+	if cfg.Queue <= 0 || cfg.ExpireEvery <= 0 {
+		return nil, errors.New("validating agent config: queue and expiry interval must be positive")
+	}
+	a := &Agent{
+		cfg: cfg, log: log.With().Str("component", "agent").Logger(), joiner: j,
+		merger: auditlog.NewMerger(auditlog.MergerConfig{MaxRecords: cfg.MaxRecords}),
+		meta:   res, sink: sink, now: time.Now,
+		procs: make(chan capture.Event, cfg.Queue), audit: make(chan auditBatch, 64),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "correlator_agent_events_total",
+			Help: "Events taken into the join, by kind."}, []string{"kind"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "correlator_agent_stage_seconds",
+			Help:    "Time from an event's arrival at the agent to its updates reaching the store writer.",
+			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10)}),
+	}
+	if reg != nil {
+		reg.MustRegister(a.events, a.latency)
+	}
+	return a, nil
+}
+
+// Process queues a capture event, waiting while the queue is full.
+func (a *Agent) Process(ctx context.Context, ev capture.Event) error {
+	select {
+	case a.procs <- ev:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// AuditSink accepts audit events from the file tailer and the webhook. It
+// returns once they are queued, or ErrBusy so the sender retries.
+func (a *Agent) AuditSink() auditlog.Sink {
+	return func(ctx context.Context, evs []auditlog.Event) error {
+		select {
+		case a.audit <- auditBatch{evs: evs}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+			return auditlog.ErrBusy
+		}
+	}
+}
+
+// Run owns the joiner until ctx ends, then drains what was queued.
+func (a *Agent) Run(ctx context.Context) error {
+	tick := time.NewTicker(a.cfg.ExpireEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case ev := <-a.procs:
+			a.handleProcess(ctx, ev)
+		case b := <-a.audit:
+			a.handleAudit(ctx, b)
+		case <-tick.C:
+			a.emit(ctx, a.now(), a.joiner.Expire(a.now()))
+		case <-ctx.Done():
+			a.drain()
+			return nil
+		}
+	}
+}
+
+// drain applies everything still queued, with a fresh context so the
+// final writes are not cancelled with the agent.
+func (a *Agent) drain() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		select {
+		case ev := <-a.procs:
+			a.handleProcess(ctx, ev)
+		case b := <-a.audit:
+			a.handleAudit(ctx, b)
+		default:
+			return
+		}
+	}
+}
+
+func (a *Agent) handleProcess(ctx context.Context, ev capture.Event) {
+	now := a.now()
+	switch ev.Kind {
+	case capture.KindExec:
+		a.events.WithLabelValues("exec").Inc()
+		var info meta.Info
+		if a.meta != nil && (ev.ContainerID != "" || ev.PodUID != "") {
+			var err error
+			if info, _, err = a.meta.Resolve(ctx, ev.ContainerID, ev.PodUID); err != nil {
+				a.log.Debug().Err(err).Str("container", ev.ContainerID).Msg("resolving pod metadata")
+			}
+		}
+		a.emit(ctx, now, a.joiner.AddProcess(now, toJoinProcess(ev, info)))
+	case capture.KindExit:
+		a.events.WithLabelValues("exit").Inc()
+		a.emit(ctx, now, a.joiner.AddExit(now, toJoinExit(ev)))
+	}
+}
+
+func (a *Agent) handleAudit(ctx context.Context, b auditBatch) {
+	now := a.now()
+	for i := range b.evs {
+		a.events.WithLabelValues("audit").Inc()
+		res := a.merger.Add(b.evs[i])
+		for _, rec := range res.Updated {
+			a.emit(ctx, now, a.joiner.AddRecord(now, rec))
+		}
+	}
+}
+
+// emit turns the joiner's updates into one store batch.
+func (a *Agent) emit(ctx context.Context, since time.Time, ups []join.Update) {
+	if len(ups) == 0 {
+		return
+	}
+	var b store.Batch
+	for _, u := range ups {
+		if u.Session != nil {
+			b.Sessions = append(b.Sessions, toStoreSession(u.Session))
+		}
+		if u.Process != nil {
+			b.Processes = append(b.Processes, toStoreProcess(u.Process))
+		}
+	}
+	if err := a.sink.Add(ctx, b); err != nil {
+		a.log.Error().Err(err).Int("sessions", len(b.Sessions)).Int("processes", len(b.Processes)).Msg("queueing store batch")
+	}
+	a.latency.Observe(time.Since(since).Seconds())
+}
+
+// Stats exposes the joiner's counters.
+func (a *Agent) Stats() join.Stats { return a.joiner.Stats() }

@@ -1,0 +1,262 @@
+package meta
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// fakeRuntimeService is a test double of a CRI runtime: a real gRPC
+// RuntimeService that implements only ListContainers, from a settable list.
+type fakeRuntimeService struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	mu         sync.Mutex
+	containers []*runtimeapi.Container
+	calls      atomic.Int64
+}
+
+func (f *fakeRuntimeService) ListContainers(context.Context, *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &runtimeapi.ListContainersResponse{Containers: append([]*runtimeapi.Container(nil), f.containers...)}, nil
+}
+
+func (f *fakeRuntimeService) set(cs ...*runtimeapi.Container) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.containers = cs
+}
+
+// serve runs f on a unix socket at path until the test ends.
+func (f *fakeRuntimeService) serve(t *testing.T, path string) {
+	t.Helper()
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(srv, f)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+}
+
+func kubeContainer(i Info) *runtimeapi.Container {
+	return &runtimeapi.Container{
+		Id:           i.ContainerID,
+		PodSandboxId: "sandbox-" + i.Pod,
+		Metadata:     &runtimeapi.ContainerMetadata{Name: i.Container},
+		State:        runtimeapi.ContainerState_CONTAINER_RUNNING,
+		Labels: map[string]string{
+			labelPodUID:        i.PodUID,
+			labelPodNamespace:  i.Namespace,
+			labelPodName:       i.Pod,
+			labelContainerName: i.Container,
+		},
+	}
+}
+
+// newTestCRI returns a CRI resolver for the socket path, with a clock the
+// test moves.
+func newTestCRI(t *testing.T, socket string) (*criResolver, *metrics, *time.Time) {
+	t.Helper()
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Default()
+	cfg.CRISocket = socket
+	cfg.CRITimeout = 2 * time.Second
+	r, err := newCRIResolver(cfg, zerolog.Nop(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.close() })
+	now := time.Unix(1_700_000_000, 0)
+	r.now = func() time.Time { return now }
+	return r, m, &now
+}
+
+func TestCRIResolverLabels(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "cri.sock")
+	f := &fakeRuntimeService{}
+	noLabel := kubeContainer(infoB)
+	delete(noLabel.Labels, labelContainerName)
+	noLabel.Id = strings.ToUpper(infoB.ContainerID)
+	f.set(kubeContainer(infoA), noLabel, &runtimeapi.Container{Id: ""})
+	f.serve(t, socket)
+	r, _, _ := newTestCRI(t, socket)
+
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		cid  string
+		want Info
+	}{
+		{"labels present", cidA, infoA},
+		{"upper-case lookup", strings.ToUpper(cidA), infoA},
+		{"container name from metadata, ID lowercased", cidB, infoB},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, found, err := r.Resolve(ctx, tt.cid, "")
+			if err != nil || !found || got != tt.want {
+				t.Fatalf("Resolve() = %+v, %v, %v; want %+v", got, found, err, tt.want)
+			}
+		})
+	}
+	if n := f.calls.Load(); n != 1 {
+		t.Errorf("ListContainers called %d times, want 1 (later lookups hit the index)", n)
+	}
+}
+
+func TestCRIResolverNotFound(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "cri.sock")
+	f := &fakeRuntimeService{}
+	f.set(kubeContainer(infoA))
+	f.serve(t, socket)
+	r, _, _ := newTestCRI(t, socket)
+	got, found, err := r.Resolve(context.Background(), cidB, uidB)
+	if err != nil || found || got != (Info{}) {
+		t.Fatalf("Resolve() = %+v, %v, %v; want not found, no error", got, found, err)
+	}
+	if got, found, _ := r.Resolve(context.Background(), "", uidB); found || got != (Info{}) {
+		t.Fatal("found a container without an ID")
+	}
+}
+
+func TestCRIResolverMissesRateLimited(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "cri.sock")
+	f := &fakeRuntimeService{}
+	f.serve(t, socket)
+	r, m, now := newTestCRI(t, socket) // MissRefreshInterval: 1 s
+	ctx := context.Background()
+
+	for i := range 5 {
+		if _, found, err := r.Resolve(ctx, cidA, ""); err != nil || found {
+			t.Fatalf("miss %d: %v, %v", i, found, err)
+		}
+	}
+	if n := f.calls.Load(); n != 1 {
+		t.Fatalf("5 misses listed %d times, want 1", n)
+	}
+	f.set(kubeContainer(infoA))
+	if _, found, _ := r.Resolve(ctx, cidA, ""); found {
+		t.Fatal("a limited miss listed the containers")
+	}
+	*now = now.Add(time.Second)
+	if got, found, err := r.Resolve(ctx, cidA, ""); err != nil || !found || got != infoA {
+		t.Fatalf("after the limit: %+v, %v, %v", got, found, err)
+	}
+	if n := f.calls.Load(); n != 2 {
+		t.Errorf("listed %d times, want 2", n)
+	}
+	if n := testutil.ToFloat64(m.criRefreshes.WithLabelValues("limited")); n != 5 {
+		t.Errorf("limited refreshes = %v, want 5", n)
+	}
+	if n := testutil.ToFloat64(m.criRefreshes.WithLabelValues("ok")); n != 2 {
+		t.Errorf("ok refreshes = %v, want 2", n)
+	}
+}
+
+// TestCRIServerDown: a socket with no server is a clear error from the CRI
+// source, not from New; the service falls back to the cgroup pod UID, and
+// sees the runtime once it is up.
+func TestCRIServerDown(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "cri.sock")
+	r, m, now := newTestCRI(t, socket)
+	ctx := context.Background()
+	_, found, err := r.Resolve(ctx, cidA, uidA)
+	if found || err == nil {
+		t.Fatalf("Resolve() = %v, %v; want an error", found, err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "listing CRI containers at "+socket) || !strings.Contains(msg, "Unavailable") {
+		t.Fatalf("error %q does not name the listing, socket and cause", msg)
+	}
+	if n := testutil.ToFloat64(m.criRefreshes.WithLabelValues("error")); n != 1 {
+		t.Errorf("error refreshes = %v, want 1", n)
+	}
+
+	cfg := Default()
+	cfg.CRISocket = socket
+	s, err := New(cfg, zerolog.Nop(), nil)
+	if err != nil {
+		t.Fatalf("New with the runtime down: %v", err)
+	}
+	defer s.Close()
+	got, found, err := s.Resolve(ctx, cidA, uidA)
+	if err != nil || !found || got != (Info{ContainerID: cidA, PodUID: uidA}) {
+		t.Fatalf("service with the runtime down: %+v, %v, %v; want the cgroup answer", got, found, err)
+	}
+
+	f := &fakeRuntimeService{}
+	f.set(kubeContainer(infoA))
+	f.serve(t, socket)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		*now = now.Add(time.Second)
+		got, found, err := r.Resolve(ctx, cidA, uidA)
+		if found && got == infoA {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runtime up again, still %+v, %v, %v", got, found, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestServiceRunRefreshes: Run lists on its interval, so a container that
+// went away leaves the index and a new one is known before any miss.
+func TestServiceRunRefreshes(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "cri.sock")
+	f := &fakeRuntimeService{}
+	f.set(kubeContainer(infoA))
+	f.serve(t, socket)
+	cfg := Default()
+	cfg.CRISocket = socket
+	cfg.RefreshInterval = 20 * time.Millisecond
+	s, err := New(cfg, zerolog.Nop(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	waitFor("the first listing", func() bool { _, ok := s.cri.lookup(cidA); return ok })
+	f.set(kubeContainer(infoB))
+	waitFor("the interval listing", func() bool {
+		_, okA := s.cri.lookup(cidA)
+		_, okB := s.cri.lookup(cidB)
+		return !okA && okB
+	})
+	calls := f.calls.Load()
+	if got, found, err := s.Resolve(context.Background(), cidB, uidB); err != nil || !found || got != infoB {
+		t.Fatalf("Resolve() = %+v, %v, %v", got, found, err)
+	}
+	if f.calls.Load() > calls+1 {
+		t.Errorf("a known container caused a listing")
+	}
+}

@@ -1,0 +1,97 @@
+package meta
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the resolver counters. A nil *metrics records nothing.
+type metrics struct {
+	cacheHits      prometheus.Counter
+	cacheMisses    prometheus.Counter
+	cacheEvictions prometheus.Counter
+	resolvedBy     *prometheus.CounterVec
+	sourceErrors   *prometheus.CounterVec
+	criRefreshes   *prometheus.CounterVec
+}
+
+// newMetrics creates the metrics and registers them on reg, if reg is not nil.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		cacheHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "correlator_meta_cache_hits_total",
+			Help: "Container lookups answered from the cache, misses cached as such included.",
+		}),
+		cacheMisses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "correlator_meta_cache_misses_total",
+			Help: "Container lookups that went to the sources.",
+		}),
+		cacheEvictions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "correlator_meta_cache_evictions_total",
+			Help: "Cache entries evicted to keep the cache within its size.",
+		}),
+		resolvedBy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "correlator_meta_resolved_total",
+			Help: "Container lookups that went to the sources, by the source that answered (none: not found).",
+		}, []string{"source"}),
+		sourceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "correlator_meta_source_errors_total",
+			Help: "Lookups a source could not answer because of an error, by source.",
+		}, []string{"source"}),
+		criRefreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "correlator_meta_cri_refreshes_total",
+			Help: "CRI container listings, by result (ok, error, or limited: a miss that did not list because of the rate limit).",
+		}, []string{"result"}),
+	}
+	for _, s := range []string{"podmap", "cri", "cgroup", "none"} {
+		m.resolvedBy.WithLabelValues(s)
+	}
+	for _, s := range []string{"podmap", "cri"} {
+		m.sourceErrors.WithLabelValues(s)
+	}
+	for _, r := range []string{"ok", "error", "limited"} {
+		m.criRefreshes.WithLabelValues(r)
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.cacheHits, m.cacheMisses, m.cacheEvictions, m.resolvedBy, m.sourceErrors, m.criRefreshes} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) cacheHit() {
+	if m != nil {
+		m.cacheHits.Inc()
+	}
+}
+
+func (m *metrics) cacheMiss() {
+	if m != nil {
+		m.cacheMisses.Inc()
+	}
+}
+
+func (m *metrics) cacheEviction() {
+	if m != nil {
+		m.cacheEvictions.Inc()
+	}
+}
+
+func (m *metrics) resolved(source string) {
+	if m != nil {
+		m.resolvedBy.WithLabelValues(source).Inc()
+	}
+}
+
+func (m *metrics) sourceError(source string) {
+	if m != nil {
+		m.sourceErrors.WithLabelValues(source).Inc()
+	}
+}
+
+func (m *metrics) criRefresh(result string) {
+	if m != nil {
+		m.criRefreshes.WithLabelValues(result).Inc()
+	}
+}
