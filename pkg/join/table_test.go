@@ -132,8 +132,8 @@ func TestJoinTable(t *testing.T) {
 			},
 		},
 		{
-			name: "record without container names the default one",
-			recs: []auditlog.ExecRecord{rwith(xr(idA), func(r *auditlog.ExecRecord) { r.Container = "" })},
+			name:  "record without container names the default one",
+			recs:  []auditlog.ExecRecord{rwith(xr(idA), func(r *auditlog.ExecRecord) { r.Container = "" })},
 			procs: []Process{pr("r", "runc", idA, SourceEnv)},
 			want:  map[string]want{"r": {attr: AttributionAuditID, auditID: idA}},
 		},

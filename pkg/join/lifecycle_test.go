@@ -1,0 +1,224 @@
+package join
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execid/correlator/pkg/auditlog"
+)
+
+func TestLateRecordAttributesStoredProcesses(t *testing.T) {
+	j := newJoiner(t)
+	snap := newSnapshot()
+	snap.apply(j.AddProcess(t0.Add(time.Second), pr("r", "runc", idA, SourceEnv)))
+	snap.apply(j.AddProcess(t0.Add(2*time.Second), pr("c", "r", idA, SourceInherited)))
+	if got := snap.procs["r"]; got.Attribution != AttributionNone || got.AuditID != idA {
+		t.Fatalf("before the record: %+v", got)
+	}
+	if s := j.Stats(); s.Pending != 2 {
+		t.Fatalf("pending = %d, want 2", s.Pending)
+	}
+	// Not yet past the TTL: nothing to say.
+	if us := j.Expire(t0.Add(time.Minute)); len(us) != 0 {
+		t.Fatalf("expire before the TTL emitted %d updates", len(us))
+	}
+	us := j.AddRecord(t0.Add(61*time.Second), xr(idA))
+	snap.apply(us)
+	if len(us) != 3 {
+		t.Fatalf("late record: %d updates, want 2 processes and 1 session", len(us))
+	}
+	checkWant(t, "r", snap.procs["r"], want{attr: AttributionAuditID, auditID: idA})
+	checkWant(t, "c", snap.procs["c"], want{attr: AttributionInherited, auditID: idA})
+	s := snap.sessions[idA]
+	if s.User.Username != "alice" || s.ProcessCount != 2 || !s.FirstProcess.Equal(t0.Add(time.Second)) {
+		t.Fatalf("session: %+v", s)
+	}
+	if st := j.Stats(); st.Pending != 0 {
+		t.Fatalf("pending = %d after the record, want 0", st.Pending)
+	}
+}
+
+func TestTTLThenLateRecord(t *testing.T) {
+	j := newJoiner(t)
+	snap := newSnapshot()
+	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, SourceEnv)))
+	snap.apply(j.Expire(t0.Add(DefaultPendingTTL)))
+	checkWant(t, "r", snap.procs["r"], want{auditID: idA, flags: []string{FlagNoAuditRecord}})
+	if st := j.Stats(); st.Expired != 1 || st.Pending != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	// The process is still held: a record arriving even later corrects it.
+	snap.apply(j.AddRecord(t0.Add(7*time.Minute), xr(idA)))
+	checkWant(t, "r", snap.procs["r"], want{attr: AttributionAuditID, auditID: idA})
+}
+
+func TestDeniedExecReplayed(t *testing.T) {
+	j := newJoiner(t)
+	snap := newSnapshot()
+	rec := xr(idA)
+	rec.Stages, rec.Code, rec.EndTimestamp = []string{auditlog.StageRequestReceived}, 0, time.Time{}
+	snap.apply(j.AddRecord(t0, rec))
+	snap.apply(j.AddProcess(t0.Add(time.Second), pr("r", "runc", idA, SourceEnv)))
+	checkWant(t, "r", snap.procs["r"], want{attr: AttributionAuditID, auditID: idA})
+	// The ResponseComplete stage says 403: whoever carries the ID replayed it.
+	rec.Stages, rec.Code, rec.EndTimestamp = []string{auditlog.StageRequestReceived, auditlog.StageResponseComplete}, 403, t0
+	snap.apply(j.AddRecord(t0.Add(2*time.Second), rec))
+	checkWant(t, "r", snap.procs["r"], want{auditID: idA, flags: []string{FlagDeniedExec}})
+	snap.apply(j.AddProcess(t0.Add(3*time.Second), pr("x", "r", idA, SourceInherited)))
+	checkWant(t, "x", snap.procs["x"], want{auditID: idA, flags: []string{FlagDeniedExec}})
+	if s := snap.sessions[idA]; s.Code != 403 || s.ProcessCount != 0 {
+		t.Fatalf("session %+v", s)
+	}
+	// An older snapshot arriving late is ignored.
+	rec.Stages, rec.Code = []string{auditlog.StageRequestReceived}, 0
+	if us := j.AddRecord(t0.Add(4*time.Second), rec); len(us) != 0 || j.Stats().StaleRecords != 1 {
+		t.Fatalf("stale snapshot: %d updates, stats %+v", len(us), j.Stats())
+	}
+}
+
+func TestEvictionCounting(t *testing.T) {
+	j := newJoiner(t, func(c *Config) { c.MaxProcesses, c.MaxRecords, c.MaxPending = 4, 2, 2 })
+	snap := newSnapshot()
+	for i := range 3 {
+		snap.apply(j.AddRecord(t0, xr(fmt.Sprintf("rec-%d", i))))
+	}
+	for i := range 6 {
+		snap.apply(j.AddProcess(t0, pr(fmt.Sprintf("p%d", i), "runc", fmt.Sprintf("orphan-%d", i), SourceEnv)))
+	}
+	for i := range 3 {
+		snap.apply(j.AddExit(t0, Exit{ProcessID: fmt.Sprintf("never-%d", i), Time: t0}))
+	}
+	st := j.Stats()
+	if st.EvictedRecords != 1 || st.Records != 2 {
+		t.Errorf("records: evicted %d held %d, want 1 and 2", st.EvictedRecords, st.Records)
+	}
+	if st.EvictedProcesses != 2 || st.Processes != 4 {
+		t.Errorf("processes: evicted %d held %d, want 2 and 4", st.EvictedProcesses, st.Processes)
+	}
+	if st.EvictedPending != 4 || st.Pending != 2 {
+		t.Errorf("pending: evicted %d held %d, want 4 and 2", st.EvictedPending, st.Pending)
+	}
+	if st.EvictedExits != 1 {
+		t.Errorf("exits: evicted %d, want 1", st.EvictedExits)
+	}
+	// Pushed out of the pending set early: flagged like a TTL expiry.
+	checkWant(t, "p0", snap.procs["p0"], want{auditID: "orphan-0", flags: []string{FlagNoAuditRecord}})
+	checkWant(t, "p5", snap.procs["p5"], want{auditID: "orphan-5"})
+}
+
+func TestExpireForgetsExitedProcessesButKeepsCounts(t *testing.T) {
+	j := newJoiner(t)
+	snap := newSnapshot()
+	snap.apply(j.AddRecord(t0, xr(idA)))
+	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, SourceEnv)))
+	snap.apply(j.AddExit(t0, Exit{ProcessID: "c", Time: t0.Add(2 * time.Second), Code: 1})) // before its exec
+	snap.apply(j.AddProcess(t0, pr("c", "r", idA, SourceInherited)))
+	snap.apply(j.AddExit(t0, Exit{ProcessID: "r", Time: t0.Add(3 * time.Second)}))
+	if c := snap.procs["c"]; c.ExitCode == nil || *c.ExitCode != 1 || !c.Exit.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("early exit not applied: %+v", c)
+	}
+	snap.apply(j.Expire(t0.Add(time.Hour)))
+	st := j.Stats()
+	if st.Processes != 0 || st.Records != 0 {
+		t.Fatalf("after expiry: %+v", st)
+	}
+	if s, ok := j.Session(idA); ok {
+		t.Fatalf("idle session still held: %+v", s)
+	}
+	if s := snap.sessions[idA]; s.ProcessCount != 2 {
+		t.Fatalf("session count %d, want 2", s.ProcessCount)
+	}
+}
+
+func TestReExecUnderSPOWebhook(t *testing.T) {
+	// The SPO webhook rewrites the command to `env SPO_EXEC_REQUEST_UID=<uid> ls`:
+	// one process, two images, the key only in the second.
+	j := newJoiner(t)
+	snap := newSnapshot()
+	rec := xr(idA, "ls")
+	rec.Annotations = map[string]string{"execmetadata.spo.io/" + SPOKey: "spo-1"}
+	first := with(pr("r", "runc", "", ""), argv("env", SPOKey+"=spo-1", "ls"))
+	second := with(first, func(p *Process) {
+		p.Argv, p.ExecTime, p.SPO = []string{"ls"}, p.ExecTime.Add(time.Millisecond), KeyValue{Value: "spo-1", Source: SourceEnv}
+	})
+	snap.apply(j.AddProcess(t0, first))
+	snap.apply(j.AddRecord(t0, rec))
+	checkWant(t, "r", snap.procs["r"], want{attr: AttributionHeuristic, auditID: idA, minConf: 0.8})
+	snap.apply(j.AddProcess(t0, second))
+	checkWant(t, "r", snap.procs["r"], want{attr: AttributionAuditID, auditID: idA})
+	if got := snap.procs["r"]; !slices.Equal(got.Argv, []string{"ls"}) || got.SPOExecRequestUID != "spo-1" {
+		t.Fatalf("re-exec kept %+v", got)
+	}
+}
+
+func TestOutputJSON(t *testing.T) {
+	j := newJoiner(t)
+	snap := newSnapshot()
+	snap.apply(j.AddRecord(t0, xr(idA)))
+	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, SourceEnv)))
+	b, err := json.Marshal(Update{Process: new(snap.procs["r"])})
+	if err != nil {
+		t.Fatalf("encoding process: %v", err)
+	}
+	for _, k := range []string{`"processID":"r"`, `"attribution":"audit_id"`, `"auditID":"` + idA, `"flags":[]`, `"capturedAuditID"`} {
+		if !strings.Contains(string(b), k) {
+			t.Errorf("process JSON lacks %s: %s", k, b)
+		}
+	}
+	b, err = json.Marshal(snap.sessions[idA])
+	if err != nil {
+		t.Fatalf("encoding session: %v", err)
+	}
+	for _, k := range []string{`"user":{"username":"alice","groups":["dev"]}`, `"processCount":1`, `"requestReceived"`, `"stages":[`} {
+		if !strings.Contains(string(b), k) {
+			t.Errorf("session JSON lacks %s: %s", k, b)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	for _, mod := range []func(*Config){
+		func(c *Config) { c.PendingTTL = 0 },
+		func(c *Config) { c.HeuristicWindow = -1 },
+		func(c *Config) { c.MaxPending = 0 },
+		func(c *Config) { c.MaxRecords = -1 },
+		func(c *Config) { c.MaxProcesses = 0 },
+	} {
+		c := DefaultConfig()
+		mod(&c)
+		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%+v: got %v, want ErrInvalidConfig", c, err)
+		}
+	}
+}
+
+func TestArgvScore(t *testing.T) {
+	cases := []struct {
+		argv, cmd []string
+		file      string
+		truncated bool
+		want      float64
+	}{
+		{[]string{"ls", "-la"}, []string{"ls", "-la"}, "", false, scoreExact},
+		{[]string{"/bin/ls", "-la"}, []string{"ls", "-la"}, "", false, scoreBasename},
+		{[]string{"cat", "/very/lo"}, []string{"cat", "/very/long/path"}, "", true, scoreTruncated},
+		{[]string{"ls"}, []string{"ls", "-la"}, "", false, scoreProgram},
+		{[]string{"busybox"}, []string{"ls"}, "/bin/ls", false, scoreFilename},
+		{[]string{"nginx"}, []string{"ls"}, "/usr/sbin/nginx", false, 0},
+		{[]string{"env", SPOKey + "=u", "id"}, []string{"id"}, "", false, scoreExact},
+		{[]string{"ls"}, nil, "", false, 0},
+	}
+	for _, tc := range cases {
+		if got := argvScore([][]string{stripSPOPrefix(tc.argv)}, tc.file, tc.cmd, tc.truncated); got != tc.want {
+			t.Errorf("argvScore(%q, %q) = %v, want %v", tc.argv, tc.cmd, got, tc.want)
+		}
+	}
+}
