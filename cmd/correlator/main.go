@@ -33,7 +33,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
-	root.AddCommand(newCaptureCmd(g), newAuditCmd(g), newSessionsCmd(), newSessionCmd(), newProcessesCmd())
+	root.AddCommand(newCaptureCmd(g), newAuditCmd(g), newSessionsCmd(), newSessionCmd(), newProcessesCmd(), newRunCmd(g))
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "correlator:", err)
 		os.Exit(1)

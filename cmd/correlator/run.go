@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/execid/correlator/pkg/agent"
+	"github.com/execid/correlator/pkg/api"
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/config"
+	"github.com/execid/correlator/pkg/meta"
+	"github.com/execid/correlator/pkg/store"
+)
+
+// runOptions are `correlator run`'s settings; every one is a flag, and the
+// config file and CORRELATOR_* variables name the same flags.
+type runOptions struct {
+	configFile     string
+	listen         string
+	storeURL       string
+	tokenFile      string
+	tlsCert        string
+	tlsKey         string
+	insecureNoAuth bool
+	podMap         string
+	criSocket      string
+	retention      time.Duration
+	noCapture      bool
+	audit          auditSourceOptions
+	capture        capture.Config
+	agent          agent.Config
+}
+
+func newRunCmd(g *globalOptions) *cobra.Command {
+	o := &runOptions{capture: capture.Default(), agent: agent.Default()}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the node agent: capture, audit sources, join, store, API and metrics",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var file []byte
+			if o.configFile != "" {
+				b, err := os.ReadFile(o.configFile)
+				if err != nil {
+					return fmt.Errorf("reading config file: %w", err)
+				}
+				file = b
+			}
+			if err := config.Apply(cmd.Flags(), file, os.LookupEnv); err != nil {
+				return err
+			}
+			if err := o.validate(); err != nil {
+				return err
+			}
+			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer cancel()
+			return o.run(ctx, g.logger())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.configFile, "config", "", "YAML file of settings (keys are flag names)")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the REST API")
+	f.StringVar(&o.storeURL, "store", "sqlite:/var/lib/correlator/correlator.db", "store: sqlite:PATH")
+	f.StringVar(&o.tokenFile, "token-file", "", "file of bearer tokens the API accepts, one per line")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "API server certificate (PEM)")
+	f.StringVar(&o.tlsKey, "tls-key", "", "API server key (PEM)")
+	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve the API without authentication (loopback --listen only)")
+	f.StringVar(&o.podMap, "pod-map", "", "static JSON or YAML list of {containerID, podUID, namespace, pod, container}")
+	f.StringVar(&o.criSocket, "cri-socket", "", "CRI runtime socket for pod metadata, e.g. /run/containerd/containerd.sock")
+	f.DurationVar(&o.retention, "retention", 30*24*time.Hour, "delete sessions and processes older than this")
+	f.BoolVar(&o.noCapture, "no-capture", false, "do not load the BPF probes (audit ingestion and API only)")
+	f.DurationVar(&o.agent.Join.PendingTTL, "pending-ttl", o.agent.Join.PendingTTL, "how long a process waits for its audit record")
+	f.StringSliceVar(&o.capture.Keys, "keys", o.capture.Keys, "environment keys to capture; the first is the audit ID key")
+	f.StringVar(&o.capture.PinPath, "pin-path", o.capture.PinPath, "bpffs directory that keeps session lineage across restarts")
+	f.StringVar(&o.capture.ProcRoot, "proc-root", o.capture.ProcRoot, "path of the host's /proc")
+	o.audit.addFlags(f)
+	return cmd
+}
+
+func (o *runOptions) storePath() (string, error) {
+	p, ok := strings.CutPrefix(o.storeURL, "sqlite:")
+	if !ok || p == "" {
+		return "", fmt.Errorf("validating --store %q: want sqlite:PATH", o.storeURL)
+	}
+	return p, nil
+}
+
+// validate checks the settings up front, with errors that say what to do.
+func (o *runOptions) validate() error {
+	var errs []error
+	if _, err := o.storePath(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, _, err := net.SplitHostPort(o.listen); err != nil {
+		errs = append(errs, fmt.Errorf("validating --listen %q: %w", o.listen, err))
+	}
+	switch {
+	case o.insecureNoAuth && !api.IsLoopback(o.listen):
+		errs = append(errs, fmt.Errorf("validating --insecure-no-auth: only allowed when --listen is a loopback address, not %q", o.listen))
+	case !o.insecureNoAuth && o.tokenFile == "":
+		errs = append(errs, errors.New("validating authentication: the API requires --token-file (or --insecure-no-auth on loopback)"))
+	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		errs = append(errs, errors.New("validating TLS: give both --tls-cert and --tls-key, or neither"))
+	}
+	if o.retention < time.Hour {
+		errs = append(errs, fmt.Errorf("validating --retention %s: must be at least 1h", o.retention))
+	}
+	if !o.noCapture {
+		errs = append(errs, o.capture.Validate())
+	}
+	return errors.Join(errs...)
+}
+
+func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	path, _ := o.storePath()
+	st, err := store.Open(path, store.Config{}, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	writer := store.NewWriter(st, 1000, 200*time.Millisecond)
+	res, err := meta.New(meta.Config{PodMapPath: o.podMap, CRISocket: o.criSocket, CacheSize: 4096}, log, reg)
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	ag, err := agent.New(o.agent, res, writer, log, reg)
+	if err != nil {
+		return err
+	}
+	am, err := auditlog.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	var auth api.Authenticator
+	webhookToken := ""
+	if !o.insecureNoAuth {
+		tf, err := api.NewTokenFile(o.tokenFile)
+		if err != nil {
+			return err
+		}
+		auth = tf
+		b, _ := os.ReadFile(o.tokenFile)
+		webhookToken = firstToken(string(b))
+	}
+	var probe *capture.Probe
+	if !o.noCapture {
+		if probe, err = capture.Load(o.capture, log); err != nil {
+			return err
+		}
+		defer probe.Close()
+		col := capture.NewCollector(probe)
+		reg.MustRegister(col)
+		if err := probe.Attach(); err != nil {
+			return err
+		}
+	}
+
+	runCtx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	goRun := func(name string, fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error().Err(err).Str("component", name).Msg("stopped")
+			}
+		}()
+	}
+	agentDone := make(chan struct{})
+	go func() { defer close(agentDone); ag.Run(runCtx) }()
+	goRun("meta", func(ctx context.Context) error { res.Run(ctx); return nil })
+	goRun("retention", func(ctx context.Context) error { return st.RunRetention(ctx, o.retention, time.Hour) })
+	if probe != nil {
+		boot, err := probe.Bootstrap()
+		if err != nil {
+			log.Warn().Err(err).Msg("bootstrapping lineage from procfs")
+		}
+		for _, ev := range boot {
+			ag.Process(runCtx, ev)
+		}
+		goRun("capture", func(ctx context.Context) error {
+			return probe.Run(ctx, func(ev capture.Event) { ag.Process(ctx, ev) }, nil)
+		})
+	}
+	if len(o.audit.logPaths) > 0 || o.audit.webhookListen != "" {
+		srcs, err := o.audit.sources(log, am)
+		if err != nil {
+			stop()
+			return err
+		}
+		for _, s := range srcs {
+			goRun("auditlog", func(ctx context.Context) error { return s.Run(ctx, ag.AuditSink()) })
+		}
+	}
+	wh := auditlog.NewWebhookHandler(auditlog.WebhookConfig{BearerToken: webhookToken}, ag.AuditSink(), log, am)
+	handler := api.NewHandler(st, api.Config{Auth: auth, Webhook: wh,
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		Ready:   func() error { return nil }}, log)
+	srv := &http.Server{Addr: o.listen, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srvErr := make(chan error, 1)
+	go func() {
+		if o.tlsCert != "" {
+			srvErr <- srv.ListenAndServeTLS(o.tlsCert, o.tlsKey)
+		} else {
+			srvErr <- srv.ListenAndServe()
+		}
+	}()
+	log.Info().Str("component", "run").Str("listen", o.listen).Bool("capture", probe != nil).Msg("correlator running")
+
+	select {
+	case <-ctx.Done():
+	case err = <-srvErr:
+		log.Error().Err(err).Msg("API server stopped")
+	}
+	// Shut down in order: stop intake, drain the joiner, flush the store.
+	shCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	srv.Shutdown(shCtx)
+	stop()
+	wg.Wait()
+	<-agentDone
+	if cerr := writer.Close(); cerr != nil {
+		log.Error().Err(cerr).Msg("flushing the store")
+	}
+	log.Info().Str("component", "run").Msg("stopped")
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func firstToken(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") {
+			return t
+		}
+	}
+	return ""
+}
