@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -118,8 +119,7 @@ func TestNewPodMapThenCgroup(t *testing.T) {
 	if err := os.WriteFile(path, []byte(`[{"containerID":"`+cidA+`","podUID":"`+uidA+`","namespace":"default","pod":"web-0","container":"nginx"}]`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Default()
-	cfg.PodMapPath = path
+	cfg := Config{PodMapPath: path} // zero fields take the defaults
 	reg := prometheus.NewRegistry()
 	s, err := New(cfg, zerolog.Nop(), reg)
 	if err != nil {
@@ -153,13 +153,16 @@ func TestConfigValidate(t *testing.T) {
 	if err := Default().Validate(); err != nil {
 		t.Fatalf("Default().Validate() = %v", err)
 	}
+	if err := (Config{}).Validate(); err != nil {
+		t.Fatalf("zero Config: Validate() = %v, want the defaults", err)
+	}
 	cfg := Default()
-	cfg.CacheSize = 0
+	cfg.CacheSize = -1
 	cfg.NegativeTTL = -1
 	cfg.CRISocket = "/x.sock"
-	cfg.CRITimeout = 0
+	cfg.CRITimeout = -time.Second
 	err := cfg.Validate()
-	for _, want := range []string{"cache size 0", "negative TTL", "CRI timeout"} {
+	for _, want := range []string{"cache size -1", "negative TTL", "CRI timeout"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to mention %q", err, want)
 		}

@@ -40,7 +40,7 @@ type Resolver interface {
 // /host and sets Config.CRISocket to /host/run/containerd/containerd.sock.
 const DefaultCRISocket = "/run/containerd/containerd.sock"
 
-// Config configures New.
+// Config configures New. A zero field takes its value from Default.
 type Config struct {
 	// PodMapPath is a static JSON or YAML list of Info. Empty disables it.
 	PodMapPath string `json:"podMapPath"`
@@ -49,8 +49,7 @@ type Config struct {
 	CRISocket string `json:"criSocket"`
 	// CacheSize bounds the number of cached containers.
 	CacheSize int `json:"cacheSize"`
-	// RefreshInterval is how often Run lists every CRI container. Zero
-	// refreshes only on misses.
+	// RefreshInterval is how often Run lists every CRI container.
 	RefreshInterval time.Duration `json:"refreshInterval"`
 	// MissRefreshInterval is the least time between two CRI listings
 	// caused by misses.
@@ -74,23 +73,46 @@ func Default() Config {
 	}
 }
 
-// Validate checks the configuration.
+// withDefaults fills the zero fields from Default.
+func (c Config) withDefaults() Config {
+	d := Default()
+	if c.CacheSize == 0 {
+		c.CacheSize = d.CacheSize
+	}
+	if c.RefreshInterval == 0 {
+		c.RefreshInterval = d.RefreshInterval
+	}
+	if c.MissRefreshInterval == 0 {
+		c.MissRefreshInterval = d.MissRefreshInterval
+	}
+	if c.NegativeTTL == 0 {
+		c.NegativeTTL = d.NegativeTTL
+	}
+	if c.CRITimeout == 0 {
+		c.CRITimeout = d.CRITimeout
+	}
+	return c
+}
+
+// Validate checks the configuration after zero fields take their defaults.
 func (c Config) Validate() error {
+	c = c.withDefaults()
 	var errs []error
-	if c.CacheSize <= 0 {
+	if c.CacheSize < 0 {
 		errs = append(errs, fmt.Errorf("meta cache size %d: must be positive", c.CacheSize))
 	}
-	if c.RefreshInterval < 0 {
-		errs = append(errs, fmt.Errorf("meta refresh interval %s: must not be negative", c.RefreshInterval))
-	}
-	if c.MissRefreshInterval < 0 {
-		errs = append(errs, fmt.Errorf("meta miss refresh interval %s: must not be negative", c.MissRefreshInterval))
-	}
-	if c.NegativeTTL < 0 {
-		errs = append(errs, fmt.Errorf("meta negative TTL %s: must not be negative", c.NegativeTTL))
-	}
-	if c.CRISocket != "" && c.CRITimeout <= 0 {
-		errs = append(errs, fmt.Errorf("meta CRI timeout %s: must be positive", c.CRITimeout))
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"refresh interval", c.RefreshInterval},
+		{"miss refresh interval", c.MissRefreshInterval},
+		{"negative TTL", c.NegativeTTL},
+		{"CRI timeout", c.CRITimeout},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("meta %s %s: must be positive", d.name, d.v))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -111,6 +133,7 @@ func New(cfg Config, log zerolog.Logger, reg prometheus.Registerer) (*Service, e
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	log = log.With().Str("component", "meta").Logger()
 	m, err := newMetrics(reg)
 	if err != nil {
@@ -144,8 +167,9 @@ func (s *Service) Resolve(ctx context.Context, containerID, podUID string) (Info
 }
 
 // Run lists the CRI containers now and every RefreshInterval until ctx is
-// done. Failures are logged, not returned. Without a CRI socket it returns at
-// once.
+// done, so that containers that are gone leave the index. Failures are
+// logged, not returned. Without a CRI socket it returns at once. Resolve
+// works without Run: a miss lists the containers.
 func (s *Service) Run(ctx context.Context) {
 	if s.cri == nil {
 		return

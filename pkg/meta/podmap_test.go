@@ -44,8 +44,8 @@ func TestParsePodMap(t *testing.T) {
 			want: []Info{infoA, infoB},
 		},
 		{
-			name: "yaml flow list that is not JSON",
-			in:   "[{containerID: " + cidA + ", namespace: default, pod: web-0}]",
+			name:    "yaml flow list that is not JSON",
+			in:      "[{containerID: " + cidA + ", namespace: default, pod: web-0}]",
 			wantErr: "JSON", // '[' selects JSON; unquoted keys are a JSON syntax error
 		},
 		{
