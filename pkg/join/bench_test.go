@@ -99,8 +99,12 @@ func BenchmarkJoinLatency(b *testing.B) {
 				}) {
 					b.Fatal("no attributed update")
 				}
+				j.AddExit(t0, Exit{ProcessID: root, Time: t0})
+				for k := range 3 {
+					j.AddExit(t0, Exit{ProcessID: fmt.Sprintf("%s-%d", root, k), Time: t0})
+				}
 				if i%1024 == 1023 {
-					j.Expire(t0.Add(time.Hour)) // keep the pending set from growing
+					j.Expire(t0.Add(time.Hour)) // forget exited processes and idle records
 				}
 			}
 			b.StopTimer()

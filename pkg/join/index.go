@@ -130,6 +130,7 @@ func (j *Joiner) Expire(now time.Time) []Update {
 			delete(j.orphans, id)
 		}
 	}
+	j.compactQueues()
 	return j.flush()
 }
 
@@ -190,11 +191,8 @@ func (j *Joiner) removeProc(p *proc) {
 			rs.retire(id)
 		}
 	}
-	if p.res.attr == AttributionAuditID {
-		if rs := j.recs[p.res.auditID]; rs != nil {
-			rs.claimed = max(0, rs.claimed-1)
-		}
-	}
+	// The session keeps its claim: a verified root that left memory still
+	// started it, so ID-less roots must not be matched to it later.
 	delete(j.pending, id)
 	delete(j.deps, id)
 	delete(j.procs, id)
@@ -248,6 +246,24 @@ func (q *queue) push(id string, seq uint64, t time.Time) {
 	q.items = append(q.items, qent{id: id, seq: seq, t: t})
 }
 
+// size is the number of entries, stale ones included.
+func (q *queue) size() int { return len(q.items) - q.head }
+
+// compact drops stale entries once they outnumber live ones, so a queue whose
+// head is a long-lived process cannot grow without bound behind it.
+func (q *queue) compact(live int, keep func(qent) bool) {
+	if q.size() <= 2*live+1024 {
+		return
+	}
+	kept := make([]qent, 0, live)
+	for _, e := range q.items[q.head:] {
+		if keep(e) {
+			kept = append(kept, e)
+		}
+	}
+	q.items, q.head = kept, 0
+}
+
 func (q *queue) peek() (qent, bool) {
 	if q.head >= len(q.items) {
 		return qent{}, false
@@ -263,4 +279,13 @@ func (q *queue) pop() {
 		q.items = append([]qent(nil), q.items[q.head:]...)
 		q.head = 0
 	}
+}
+
+// compactQueues drops entries for processes and records already gone.
+func (j *Joiner) compactQueues() {
+	heldProc := func(e qent) bool { p := j.procs[e.id]; return p != nil && p.seq == e.seq }
+	j.procq.compact(len(j.procs), heldProc)
+	j.pendq.compact(len(j.procs), func(e qent) bool { return heldProc(e) && !j.procs[e.id].expired })
+	j.exitq.compact(len(j.procs), heldProc)
+	j.recq.compact(len(j.recs), func(e qent) bool { rs := j.recs[e.id]; return rs != nil && rs.seq == e.seq })
 }

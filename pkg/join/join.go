@@ -151,6 +151,7 @@ func (j *Joiner) AddProcess(now time.Time, in Process) []Update {
 	}
 	j.settle()
 	j.evictProcesses()
+	j.compactQueues()
 	return j.flush()
 }
 
@@ -189,6 +190,7 @@ func (j *Joiner) AddRecord(now time.Time, rec auditlog.ExecRecord) []Update {
 	j.enqueueRecord(rec.AuditID)
 	j.settle()
 	j.evictRecords()
+	j.compactQueues()
 	return j.flush()
 }
 

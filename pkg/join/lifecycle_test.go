@@ -222,3 +222,50 @@ func TestArgvScore(t *testing.T) {
 		}
 	}
 }
+
+func TestChildKeepsInheritanceAfterParentLeaves(t *testing.T) {
+	j := newJoiner(t)
+	snap := newSnapshot()
+	snap.apply(j.AddRecord(t0, xr(idA)))
+	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, SourceEnv)))
+	snap.apply(j.AddProcess(t0, pr("u", "r", idA, SourceEnv, FlagRootUnverified)))
+	snap.apply(j.AddProcess(t0, pr("c", "r", "", "", "lineage_full")))
+	snap.apply(j.AddExit(t0, Exit{ProcessID: "r", Time: t0.Add(time.Second)}))
+	snap.apply(j.Expire(t0.Add(time.Hour)))
+	if _, ok := j.Process("r"); ok {
+		t.Fatal("exited parent still held")
+	}
+	// A re-exec and a record update re-resolve both children without
+	// their parent in memory.
+	snap.apply(j.AddProcess(t0, with(pr("c", "r", "", "", "lineage_full"), argv("id"))))
+	rec := xr(idA)
+	rec.Annotations = map[string]string{"note": "later stage"}
+	rec.Stages = append(rec.Stages, auditlog.StagePanic)
+	snap.apply(j.AddRecord(t0.Add(time.Hour), rec))
+	checkWant(t, "c", snap.procs["c"], want{attr: AttributionInherited, auditID: idA, flags: []string{"lineage_full"}})
+	checkWant(t, "u", snap.procs["u"], want{attr: AttributionInherited, auditID: idA, flags: []string{FlagRootUnverified}})
+}
+
+func TestQueuesStayBounded(t *testing.T) {
+	j := newJoiner(t)
+	j.AddProcess(t0, pr("long-lived", "runc", idA, SourceEnv)) // heads every queue
+	for i := range 20_000 {
+		now := t0.Add(time.Duration(i) * time.Second)
+		id := fmt.Sprint("p", i)
+		j.AddRecord(now, xr(id))
+		j.AddProcess(now, pr(id, "runc", id, SourceEnv))
+		j.AddExit(now, Exit{ProcessID: id, Time: now})
+		if i%100 == 0 {
+			j.Expire(now)
+		}
+	}
+	st := j.Stats()
+	if st.Processes > 500 || st.Records > 500 {
+		t.Fatalf("held %d processes, %d records", st.Processes, st.Records)
+	}
+	for name, q := range map[string]*queue{"proc": &j.procq, "pend": &j.pendq, "exit": &j.exitq, "rec": &j.recq} {
+		if q.size() > 2*500+1024 {
+			t.Errorf("%s queue holds %d entries", name, q.size())
+		}
+	}
+}

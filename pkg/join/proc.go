@@ -16,6 +16,14 @@ type proc struct {
 	res      result
 	expired  bool // the pending TTL ran out
 	rootPod  string
+	// parent is the parent as last seen, so a child keeps what it inherited
+	// after the parent leaves memory.
+	parent *parentView
+}
+
+type parentView struct {
+	res         result
+	containerID string
 }
 
 // result is what resolve decides for a process.

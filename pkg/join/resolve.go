@@ -131,14 +131,28 @@ func differ(a, b string) bool { return a != "" && b != "" && a != b }
 // vouched reports whether p's parent, or failing that its session root, is
 // in p's container and attributed by ID to session id.
 func (j *Joiner) vouched(p *proc, id string) bool {
-	anc := j.procs[p.in.ParentProcessID]
+	anc := j.parentOf(p)
 	if anc == nil && p.in.SessionRootID != p.in.ProcessID {
-		anc = j.procs[p.in.SessionRootID]
+		if root := j.procs[p.in.SessionRootID]; root != nil {
+			anc = &parentView{res: root.res, containerID: root.in.ContainerID}
+		}
 	}
-	if anc == nil || anc.in.ContainerID != p.in.ContainerID || anc.res.auditID != id {
+	if anc == nil || anc.containerID != p.in.ContainerID || anc.res.auditID != id {
 		return false
 	}
 	return anc.res.attr == AttributionAuditID || anc.res.attr == AttributionInherited
+}
+
+// parentOf returns p's parent as held now, or as last seen if it has left
+// memory since: forgetting an exited parent must not change the child.
+func (j *Joiner) parentOf(p *proc) *parentView {
+	if par := j.procs[p.in.ParentProcessID]; par != nil && par != p {
+		if p.parent == nil {
+			p.parent = &parentView{}
+		}
+		p.parent.res, p.parent.containerID = par.res, par.in.ContainerID
+	}
+	return p.parent
 }
 
 // fallback handles a process with no usable ID: a descendant inherits its
@@ -147,8 +161,8 @@ func (j *Joiner) fallback(p *proc, r *result) {
 	if p.in.ContainerID == "" && p.in.Pod == "" {
 		return // a host process: no exec session to find
 	}
-	par := j.procs[p.in.ParentProcessID]
-	if par == nil || par.in.ContainerID != p.in.ContainerID {
+	par := j.parentOf(p)
+	if par == nil || par.containerID != p.in.ContainerID {
 		j.heuristic(p, r)
 		return
 	}
