@@ -70,7 +70,10 @@ type KeyValue struct {
 }
 
 // Process is one exec as the agent hands it to the joiner: a capture event
-// plus the pod identity pkg/meta resolved (empty when unknown).
+// plus the pod identity pkg/meta resolved (empty when unknown). From a
+// capture.Event: AuditID/ClaimedAuditID/Source/Flags/SessionRootID as they
+// are, SPO from Keys["SPO_EXEC_REQUEST_UID"], ExecTime from Time and Start
+// from the boot time plus StartBootNs.
 type Process struct {
 	ProcessID       string `json:"processID"`
 	ParentProcessID string `json:"parentProcessID,omitempty"`
@@ -186,6 +189,9 @@ type Session struct {
 
 	// ProcessCount counts processes attributed (audit_id, inherited or
 	// heuristic) to the session; First/LastProcess bound their start times.
+	// They cover what the joiner saw while it held the record: if an idle
+	// record was dropped and comes back, they restart, so a store should
+	// keep the larger count.
 	ProcessCount int       `json:"processCount"`
 	FirstProcess time.Time `json:"firstProcess,omitzero"`
 	LastProcess  time.Time `json:"lastProcess,omitzero"`
