@@ -40,7 +40,8 @@ type criResolver struct {
 	metrics *metrics
 	now     func() time.Time
 
-	refreshMu sync.Mutex // one listing at a time
+	refreshMu sync.Mutex // one listing at a time; guards failing
+	failing   bool       // the last listing failed
 	mu        sync.RWMutex
 	byID      map[string]Info
 	listedAt  time.Time
@@ -124,9 +125,18 @@ func (r *criResolver) refreshLocked(ctx context.Context) error {
 	resp, err := r.client.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
 	if err != nil {
 		r.metrics.criRefresh("error")
-		return fmt.Errorf("listing CRI containers at %s: %w", r.socket, err)
+		err = fmt.Errorf("listing CRI containers at %s: %w", r.socket, err)
+		if !r.failing && ctx.Err() == nil {
+			r.log.Warn().Err(err).Msg("CRI runtime unavailable; containers resolve to the cgroup pod UID only")
+		}
+		r.failing = true
+		return err
 	}
 	r.metrics.criRefresh("ok")
+	if r.failing {
+		r.log.Info().Msg("CRI runtime available again")
+		r.failing = false
+	}
 	byID := make(map[string]Info, len(resp.GetContainers()))
 	for _, c := range resp.GetContainers() {
 		if c.GetId() == "" {
@@ -159,24 +169,9 @@ func infoFromCRI(c *runtimeapi.Container) Info {
 }
 
 // run lists now and every interval until ctx is done. A zero interval lists
-// once.
+// once. Failures are logged by refreshLocked when the runtime goes away.
 func (r *criResolver) run(ctx context.Context, interval time.Duration) {
-	failing := false
-	list := func() {
-		err := r.refresh(ctx)
-		switch {
-		case err != nil && ctx.Err() != nil:
-		case err != nil && !failing:
-			failing = true
-			r.log.Warn().Err(err).Msg("CRI runtime unavailable; container names fall back to the cgroup pod UID")
-		case err != nil:
-			r.log.Debug().Err(err).Msg("CRI runtime still unavailable")
-		case failing:
-			failing = false
-			r.log.Info().Msg("CRI runtime available again")
-		}
-	}
-	list()
+	r.refresh(ctx)
 	if interval <= 0 {
 		return
 	}
@@ -187,7 +182,7 @@ func (r *criResolver) run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			list()
+			r.refresh(ctx)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"path/filepath"
@@ -176,16 +177,23 @@ func TestCRIResolverMissesRateLimited(t *testing.T) {
 func TestCRIServerDown(t *testing.T) {
 	socket := filepath.Join(t.TempDir(), "cri.sock")
 	r, m, now := newTestCRI(t, socket)
+	var logs bytes.Buffer
+	r.log = zerolog.New(&logs)
 	ctx := context.Background()
-	_, found, err := r.Resolve(ctx, cidA, uidA)
+	r.Resolve(ctx, cidA, uidA)
+	*now = now.Add(time.Second)                 // past the miss rate limit
+	_, found, err := r.Resolve(ctx, cidA, uidA) // a second failure logs nothing more
 	if found || err == nil {
 		t.Fatalf("Resolve() = %v, %v; want an error", found, err)
 	}
 	if msg := err.Error(); !strings.Contains(msg, "listing CRI containers at "+socket) || !strings.Contains(msg, "Unavailable") {
 		t.Fatalf("error %q does not name the listing, socket and cause", msg)
 	}
-	if n := testutil.ToFloat64(m.criRefreshes.WithLabelValues("error")); n != 1 {
-		t.Errorf("error refreshes = %v, want 1", n)
+	if n := testutil.ToFloat64(m.criRefreshes.WithLabelValues("error")); n != 2 {
+		t.Errorf("error refreshes = %v, want 2", n)
+	}
+	if n := strings.Count(logs.String(), "CRI runtime unavailable"); n != 1 {
+		t.Errorf("logged the outage %d times, want once:\n%s", n, logs.String())
 	}
 
 	cfg := Default()
@@ -214,6 +222,9 @@ func TestCRIServerDown(t *testing.T) {
 			t.Fatalf("runtime up again, still %+v, %v, %v", got, found, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "CRI runtime available again") {
+		t.Errorf("recovery not logged:\n%s", logs.String())
 	}
 }
 
