@@ -44,7 +44,6 @@ type criResolver struct {
 	failing   bool       // the last listing failed
 	mu        sync.RWMutex
 	byID      map[string]Info
-	listedAt  time.Time
 }
 
 func newCRIResolver(cfg Config, log zerolog.Logger, m *metrics) (*criResolver, error) {
@@ -146,7 +145,7 @@ func (r *criResolver) refreshLocked(ctx context.Context) error {
 		byID[info.ContainerID] = info
 	}
 	r.mu.Lock()
-	r.byID, r.listedAt = byID, r.now()
+	r.byID = byID
 	r.mu.Unlock()
 	return nil
 }
