@@ -15,33 +15,11 @@ const processCols = `p.id, p.process_id, p.parent_process_id, p.pid, p.ppid, p.u
 // first, and the cursor of the next page ("" after the last), keyset
 // paginated on (Start, row id) like ListSessions.
 func (s *Store) ListProcesses(ctx context.Context, f ProcessFilter) ([]Process, string, error) {
-	cur, hasCur, err := parseCursor(f.Cursor)
+	q, args, limit, err := s.processesQuery(f)
 	if err != nil {
 		return nil, "", err
 	}
-	limit := s.limit(f.Limit)
-	var w where
-	if f.User != "" {
-		w.add("p.audit_id IN (SELECT audit_id FROM sessions WHERE username = ? OR imp_username = ?)",
-			f.User, f.User)
-	}
-	if f.Group != "" {
-		w.add(`p.audit_id IN (SELECT s.audit_id FROM session_groups g
-			JOIN sessions s ON s.id = g.session_id WHERE g.grp = ?)`, f.Group)
-	}
-	w.eq("p.namespace", f.Namespace)
-	w.eq("p.pod", f.Pod)
-	w.eq("p.container", f.Container)
-	w.eq("p.audit_id", f.AuditID)
-	w.eq("p.attribution", f.Attribution)
-	if f.Command != "" {
-		w.add("instr(p.argv_line, ?) > 0", f.Command)
-	}
-	w.window("p.start", f.Since, f.Until)
-	w.after("p.start", "p.id", cur, hasCur)
-	q := "SELECT " + processCols + " FROM processes p" + w.String() +
-		" ORDER BY p.start DESC, p.id DESC LIMIT ?"
-	rows, err := s.r.QueryContext(ctx, q, append(w.args, limit+1)...)
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("querying processes: %w", err)
 	}
@@ -65,6 +43,38 @@ func (s *Store) ListProcesses(ctx context.Context, f ProcessFilter) ([]Process, 
 		next = cursor{t: nanos(out[limit-1].Start), id: ids[limit-1]}.String()
 	}
 	return out, next, nil
+}
+
+// processesQuery builds ListProcesses' query, which fetches limit+1 rows
+// to tell whether a next page exists.
+func (s *Store) processesQuery(f ProcessFilter) (string, []any, int, error) {
+	cur, hasCur, err := parseCursor(f.Cursor)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	limit := s.limit(f.Limit)
+	var w where
+	if f.User != "" {
+		w.add(`p.audit_id IN (SELECT s.audit_id FROM session_users u
+			JOIN sessions s ON s.id = u.session_id WHERE u.username = ?)`, f.User)
+	}
+	if f.Group != "" {
+		w.add(`p.audit_id IN (SELECT s.audit_id FROM session_groups g
+			JOIN sessions s ON s.id = g.session_id WHERE g.grp = ?)`, f.Group)
+	}
+	w.eq("p.namespace", f.Namespace)
+	w.eq("p.pod", f.Pod)
+	w.eq("p.container", f.Container)
+	w.eq("p.audit_id", f.AuditID)
+	w.eq("p.attribution", f.Attribution)
+	if f.Command != "" {
+		w.add("instr(p.argv_line, ?) > 0", f.Command)
+	}
+	w.window("p.start", f.Since, f.Until)
+	w.after("p.start", "p.id", cur, hasCur)
+	q := "SELECT " + processCols + " FROM processes p" + w.String() +
+		" ORDER BY p.start DESC, p.id DESC LIMIT ?"
+	return q, append(w.args, limit+1), limit, nil
 }
 
 func scanProcess(sc scanner) (Process, int64, error) {

@@ -66,8 +66,8 @@ func (s *Store) DeleteOlderThan(ctx context.Context, t time.Time) (Deleted, erro
 }
 
 // deleteSessions removes, a chunk per transaction, the sessions that
-// ended before cut and have no process left, with their group rows and
-// audit records.
+// ended before cut and have no process left, with their user and group rows
+// and audit records.
 func (s *Store) deleteSessions(ctx context.Context, cut int64, d *Deleted) error {
 	for {
 		n, recs, err := s.deleteSessionChunk(ctx, cut)
@@ -113,8 +113,11 @@ func (s *Store) deleteSessionChunk(ctx context.Context, cut int64) (sessions, re
 		return 0, 0, fmt.Errorf("reading expired sessions: %w", err)
 	}
 	for _, k := range keys {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM session_groups WHERE session_id = ?`, k.id); err != nil {
-			return 0, 0, fmt.Errorf("deleting groups of session %s: %w", k.auditID, err)
+		for _, q := range []string{`DELETE FROM session_users WHERE session_id = ?`,
+			`DELETE FROM session_groups WHERE session_id = ?`} {
+			if _, err := tx.ExecContext(ctx, q, k.id); err != nil {
+				return 0, 0, fmt.Errorf("deleting users and groups of session %s: %w", k.auditID, err)
+			}
 		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM audit_records WHERE audit_id = ?`, k.auditID)
 		if err != nil {

@@ -18,7 +18,6 @@ var schemaV1 = []string{
 		uid              TEXT NOT NULL DEFAULT '',
 		groups           TEXT,
 		extra            TEXT,
-		imp_username     TEXT NOT NULL DEFAULT '',
 		impersonated     TEXT,
 		source_ips       TEXT,
 		user_agent       TEXT NOT NULL DEFAULT '',
@@ -39,16 +38,22 @@ var schemaV1 = []string{
 		updated_at       INTEGER NOT NULL
 	)`,
 	`CREATE INDEX sessions_received ON sessions (request_received)`,
-	`CREATE INDEX sessions_user ON sessions (username, request_received)`,
-	`CREATE INDEX sessions_imp_user ON sessions (imp_username, request_received) WHERE imp_username != ''`,
 	`CREATE INDEX sessions_namespace ON sessions (namespace, request_received)`,
 	`CREATE INDEX sessions_pod ON sessions (pod, request_received)`,
 	`CREATE INDEX sessions_container ON sessions (container, request_received)`,
 	`CREATE INDEX sessions_end ON sessions (coalesce(end_time, request_received))`,
 
-	// One row per (session, group), the authenticated and the impersonated
-	// user's groups alike, with the session's time and id copied so that a
-	// group filter walks (grp, time, id) in the sessions' order.
+	// One row per (session, username) and per (session, group), the
+	// authenticated and the impersonated user's alike, with the session's
+	// time and id copied, so that a user or group filter walks
+	// (name, time, id) in the sessions' order.
+	`CREATE TABLE session_users (
+		username         TEXT NOT NULL,
+		request_received INTEGER NOT NULL,
+		session_id       INTEGER NOT NULL,
+		PRIMARY KEY (username, request_received, session_id)
+	) WITHOUT ROWID`,
+	`CREATE INDEX session_users_session ON session_users (session_id)`,
 	`CREATE TABLE session_groups (
 		grp              TEXT NOT NULL,
 		request_received INTEGER NOT NULL,

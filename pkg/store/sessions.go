@@ -21,33 +21,11 @@ const sessionCols = `s.id, s.audit_id, s.username, s.uid, s.groups, s.extra, s.i
 // last). Pages are keyset-paginated on (RequestReceived, row id): rows
 // inserted while a client pages never shift the rows it has yet to see.
 func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]Session, string, error) {
-	cur, hasCur, err := parseCursor(f.Cursor)
+	q, args, limit, err := s.sessionsQuery(f)
 	if err != nil {
 		return nil, "", err
 	}
-	limit := s.limit(f.Limit)
-	var w where
-	from, timeCol, idCol := "sessions s", "s.request_received", "s.id"
-	if f.Group != "" {
-		// Walk the group's (time, id) index in order and join each row.
-		from = "session_groups g JOIN sessions s ON s.id = g.session_id"
-		timeCol, idCol = "g.request_received", "g.session_id"
-		w.add("g.grp = ?", f.Group)
-	}
-	if f.User != "" {
-		w.add("(s.username = ? OR s.imp_username = ?)", f.User, f.User)
-	}
-	w.eq("s.namespace", f.Namespace)
-	w.eq("s.pod", f.Pod)
-	w.eq("s.container", f.Container)
-	if f.Command != "" {
-		w.add("instr(s.command_line, ?) > 0", f.Command)
-	}
-	w.window(timeCol, f.Since, f.Until)
-	w.after(timeCol, idCol, cur, hasCur)
-	q := "SELECT " + sessionCols + " FROM " + from + w.String() +
-		" ORDER BY " + timeCol + " DESC, " + idCol + " DESC LIMIT ?"
-	rows, err := s.r.QueryContext(ctx, q, append(w.args, limit+1)...)
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("querying sessions: %w", err)
 	}
@@ -71,6 +49,46 @@ func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]Session, s
 		next = cursor{t: nanos(out[limit-1].RequestReceived), id: ids[limit-1]}.String()
 	}
 	return out, next, nil
+}
+
+// sessionsQuery builds ListSessions' query, which fetches limit+1 rows to
+// tell whether a next page exists.
+func (s *Store) sessionsQuery(f SessionFilter) (string, []any, int, error) {
+	cur, hasCur, err := parseCursor(f.Cursor)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	limit := s.limit(f.Limit)
+	var w where
+	from, timeCol, idCol := "sessions s", "s.request_received", "s.id"
+	// A user or group filter walks its side table's (name, time, id) key in
+	// order and joins each row; with both, the user's rows drive and the
+	// group is a key lookup.
+	switch {
+	case f.User != "":
+		from = "session_users u JOIN sessions s ON s.id = u.session_id"
+		timeCol, idCol = "u.request_received", "u.session_id"
+		w.add("u.username = ?", f.User)
+		if f.Group != "" {
+			w.add(`EXISTS (SELECT 1 FROM session_groups g WHERE g.grp = ?
+				AND g.request_received = u.request_received AND g.session_id = u.session_id)`, f.Group)
+		}
+	case f.Group != "":
+		from = "session_groups g JOIN sessions s ON s.id = g.session_id"
+		timeCol, idCol = "g.request_received", "g.session_id"
+		w.add("g.grp = ?", f.Group)
+	}
+	w.eq("s.namespace", f.Namespace)
+	w.eq("s.pod", f.Pod)
+	w.eq("s.container", f.Container)
+	if f.Command != "" {
+		w.add("instr(s.command_line, ?) > 0", f.Command)
+	}
+	w.window(timeCol, f.Since, f.Until)
+	w.after(timeCol, idCol, cur, hasCur)
+	q := "SELECT " + sessionCols + " FROM " + from + w.String() +
+		" ORDER BY " + timeCol + " DESC, " + idCol + " DESC LIMIT ?"
+	return q, append(w.args, limit+1), limit, nil
 }
 
 // GetSession returns the session with its audit record stages and its

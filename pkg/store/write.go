@@ -9,13 +9,13 @@ import (
 )
 
 const upsertSessionSQL = `INSERT INTO sessions (
-	audit_id, username, uid, groups, extra, imp_username, impersonated, source_ips, user_agent,
+	audit_id, username, uid, groups, extra, impersonated, source_ips, user_agent,
 	namespace, pod, container, command, command_line, verb, subresource, code, decision, reason,
 	request_received, end_time, stages, flags, updated_at
-) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (audit_id) DO UPDATE SET
 	username = excluded.username, uid = excluded.uid, groups = excluded.groups, extra = excluded.extra,
-	imp_username = excluded.imp_username, impersonated = excluded.impersonated,
+	impersonated = excluded.impersonated,
 	source_ips = excluded.source_ips, user_agent = excluded.user_agent,
 	namespace = excluded.namespace, pod = excluded.pod, container = excluded.container,
 	command = excluded.command, command_line = excluded.command_line, verb = excluded.verb,
@@ -25,11 +25,17 @@ ON CONFLICT (audit_id) DO UPDATE SET
 	updated_at = excluded.updated_at
 RETURNING id`
 
-const upsertProcessSQL = `INSERT INTO processes (
+// The process upsert is multi-row: processRowsPerStmt rows per statement
+// cut the per-statement cost that dominates a batch.
+const (
+	processRowsPerStmt = 32
+	processColumns     = 24
+	upsertProcessHead  = `INSERT INTO processes (
 	process_id, parent_process_id, pid, ppid, uid, filename, argv, argv_line, container_id, pod_uid,
 	namespace, pod, container, start, exit_time, exit_code, audit_id, claimed_audit_id, attribution,
 	confidence, candidates, source, flags, session_root_id
-) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+) VALUES `
+	upsertProcessTail = `
 ON CONFLICT (process_id) DO UPDATE SET
 	parent_process_id = excluded.parent_process_id, pid = excluded.pid, ppid = excluded.ppid,
 	uid = excluded.uid, filename = excluded.filename, argv = excluded.argv,
@@ -40,6 +46,13 @@ ON CONFLICT (process_id) DO UPDATE SET
 	claimed_audit_id = excluded.claimed_audit_id, attribution = excluded.attribution,
 	confidence = excluded.confidence, candidates = excluded.candidates, source = excluded.source,
 	flags = excluded.flags, session_root_id = excluded.session_root_id`
+)
+
+// upsertProcessSQL is the process upsert of n rows.
+func upsertProcessSQL(n int) string {
+	row := "(" + strings.Repeat("?,", processColumns-1) + "?)"
+	return upsertProcessHead + strings.Repeat(row+",", n-1) + row + upsertProcessTail
+}
 
 const upsertAuditRecordSQL = `INSERT INTO audit_records (audit_id, stage, stage_timestamp, event)
 VALUES (?,?,?,?) ON CONFLICT (audit_id, stage) DO UPDATE SET
@@ -99,17 +112,11 @@ func writeSessions(ctx context.Context, tx *sql.Tx, sessions []Session) error {
 		return fmt.Errorf("preparing session upsert: %w", err)
 	}
 	defer up.Close()
-	delGroups, err := tx.PrepareContext(ctx, `DELETE FROM session_groups WHERE session_id = ?`)
+	idx, err := prepareSideTables(ctx, tx)
 	if err != nil {
-		return fmt.Errorf("preparing session group delete: %w", err)
+		return err
 	}
-	defer delGroups.Close()
-	addGroup, err := tx.PrepareContext(ctx,
-		`INSERT OR IGNORE INTO session_groups (grp, request_received, session_id) VALUES (?,?,?)`)
-	if err != nil {
-		return fmt.Errorf("preparing session group insert: %w", err)
-	}
-	defer addGroup.Close()
+	defer idx.close()
 	now := time.Now()
 	for i := range sessions {
 		ss := &sessions[i]
@@ -121,17 +128,69 @@ func writeSessions(ctx context.Context, tx *sql.Tx, sessions []Session) error {
 		if err := up.QueryRowContext(ctx, args...).Scan(&id); err != nil {
 			return fmt.Errorf("upserting session %s: %w", ss.AuditID, err)
 		}
-		if _, err := delGroups.ExecContext(ctx, id); err != nil {
-			return fmt.Errorf("clearing groups of session %s: %w", ss.AuditID, err)
+		if err := idx.refresh(ctx, id, ss); err != nil {
+			return fmt.Errorf("indexing session %s: %w", ss.AuditID, err)
 		}
-		groups := ss.Groups
-		if ss.ImpersonatedUser != nil {
-			groups = append(groups[:len(groups):len(groups)], ss.ImpersonatedUser.Groups...)
+	}
+	return nil
+}
+
+// sideTables are the statements that keep session_users and
+// session_groups in step with a session row.
+type sideTables struct {
+	stmts [4]*sql.Stmt // delete users, delete groups, add user, add group
+}
+
+func prepareSideTables(ctx context.Context, tx *sql.Tx) (*sideTables, error) {
+	var st sideTables
+	for i, q := range []string{
+		`DELETE FROM session_users WHERE session_id = ?`,
+		`DELETE FROM session_groups WHERE session_id = ?`,
+		`INSERT OR IGNORE INTO session_users (username, request_received, session_id) VALUES (?,?,?)`,
+		`INSERT OR IGNORE INTO session_groups (grp, request_received, session_id) VALUES (?,?,?)`,
+	} {
+		stmt, err := tx.PrepareContext(ctx, q)
+		if err != nil {
+			st.close()
+			return nil, fmt.Errorf("preparing session index statement: %w", err)
 		}
-		for _, g := range groups {
-			if _, err := addGroup.ExecContext(ctx, g, nanos(ss.RequestReceived), id); err != nil {
-				return fmt.Errorf("indexing group %q of session %s: %w", g, ss.AuditID, err)
-			}
+		st.stmts[i] = stmt
+	}
+	return &st, nil
+}
+
+func (st *sideTables) close() {
+	for _, s := range st.stmts {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+// refresh replaces the session's user and group rows.
+func (st *sideTables) refresh(ctx context.Context, id int64, ss *Session) error {
+	users, groups := []string{ss.Username}, ss.Groups
+	if imp := ss.ImpersonatedUser; imp != nil {
+		users = append(users, imp.Username)
+		groups = append(groups[:len(groups):len(groups)], imp.Groups...)
+	}
+	for _, del := range st.stmts[:2] {
+		if _, err := del.ExecContext(ctx, id); err != nil {
+			return fmt.Errorf("clearing users and groups: %w", err)
+		}
+	}
+	rr := nanos(ss.RequestReceived)
+	for _, u := range users {
+		if u == "" {
+			continue
+		}
+		if _, err := st.stmts[2].ExecContext(ctx, u, rr, id); err != nil {
+			return fmt.Errorf("adding user %q: %w", u, err)
+		}
+	}
+	for _, g := range groups {
+		if _, err := st.stmts[3].ExecContext(ctx, g, rr, id); err != nil {
+			return fmt.Errorf("adding group %q: %w", g, err)
 		}
 	}
 	return nil
@@ -149,10 +208,8 @@ func sessionArgs(ss *Session, now time.Time) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var impUser string
 	var imp any
 	if ss.ImpersonatedUser != nil {
-		impUser = ss.ImpersonatedUser.Username
 		if imp, err = jsonText(ss.ImpersonatedUser, false); err != nil {
 			return nil, err
 		}
@@ -178,7 +235,7 @@ func sessionArgs(ss *Session, now time.Time) ([]any, error) {
 		updated = now
 	}
 	return []any{
-		ss.AuditID, ss.Username, ss.UID, groups, extra, impUser, imp, ips, ss.UserAgent,
+		ss.AuditID, ss.Username, ss.UID, groups, extra, imp, ips, ss.UserAgent,
 		ss.Namespace, ss.Pod, ss.Container, command, strings.Join(ss.Command, " "), ss.Verb,
 		ss.Subresource, ss.Code, ss.Decision, ss.Reason,
 		nanos(ss.RequestReceived), nullNanos(ss.End), stages, flags, nanos(updated),
@@ -189,19 +246,33 @@ func writeProcesses(ctx context.Context, tx *sql.Tx, procs []Process) error {
 	if len(procs) == 0 {
 		return nil
 	}
-	up, err := tx.PrepareContext(ctx, upsertProcessSQL)
-	if err != nil {
-		return fmt.Errorf("preparing process upsert: %w", err)
-	}
-	defer up.Close()
-	for i := range procs {
-		p := &procs[i]
-		args, err := processArgs(p)
-		if err != nil {
-			return fmt.Errorf("encoding process %s: %w", p.ProcessID, err)
+	var full *sql.Stmt
+	if len(procs) >= processRowsPerStmt {
+		var err error
+		if full, err = tx.PrepareContext(ctx, upsertProcessSQL(processRowsPerStmt)); err != nil {
+			return fmt.Errorf("preparing process upsert: %w", err)
 		}
-		if _, err := up.ExecContext(ctx, args...); err != nil {
-			return fmt.Errorf("upserting process %s: %w", p.ProcessID, err)
+		defer full.Close()
+	}
+	args := make([]any, 0, processRowsPerStmt*processColumns)
+	for lo := 0; lo < len(procs); lo += processRowsPerStmt {
+		chunk := procs[lo:min(lo+processRowsPerStmt, len(procs))]
+		args = args[:0]
+		for i := range chunk {
+			a, err := processArgs(&chunk[i])
+			if err != nil {
+				return fmt.Errorf("encoding process %s: %w", chunk[i].ProcessID, err)
+			}
+			args = append(args, a...)
+		}
+		var err error
+		if len(chunk) == processRowsPerStmt {
+			_, err = full.ExecContext(ctx, args...)
+		} else {
+			_, err = tx.ExecContext(ctx, upsertProcessSQL(len(chunk)), args...)
+		}
+		if err != nil {
+			return fmt.Errorf("upserting processes %s..%s: %w", chunk[0].ProcessID, chunk[len(chunk)-1].ProcessID, err)
 		}
 	}
 	return nil
