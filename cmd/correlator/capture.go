@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -66,12 +67,17 @@ func runCapture(ctx context.Context, g *globalOptions, cfg capture.Config, keep 
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	enc := json.NewEncoder(out)
+	// Flush when the ring is drained, and at least every flush interval:
+	// on a busy host the ring is never empty, and a filtered line must
+	// not sit in the buffer waiting for it.
+	lastFlush := time.Now()
 	emit := func(ev capture.Event) {
 		if keep(ev) {
 			_ = enc.Encode(ev)
-			if p.Backlog() == 0 {
-				out.Flush()
-			}
+		}
+		if out.Buffered() > 0 && (p.Backlog() == 0 || time.Since(lastFlush) >= cfg.FlushInterval) {
+			out.Flush()
+			lastFlush = time.Now()
 		}
 	}
 	if err := p.Attach(); err != nil {
