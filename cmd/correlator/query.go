@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -103,6 +104,24 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// collect fetches one page, or with all every page, following cursors.
+func collect[T any](ctx context.Context, q url.Values, all bool,
+	fetch func(context.Context, url.Values) (api.Page[T], error)) (api.Page[T], error) {
+	var out api.Page[T]
+	for {
+		p, err := fetch(ctx, q)
+		if err != nil {
+			return out, err
+		}
+		out.Items = append(out.Items, p.Items...)
+		out.NextCursor = p.NextCursor
+		if !all || p.NextCursor == "" {
+			return out, nil
+		}
+		q.Set("cursor", p.NextCursor)
+	}
+}
+
 func newSessionsCmd() *cobra.Command {
 	o := &queryOptions{}
 	cmd := &cobra.Command{
@@ -114,19 +133,9 @@ func newSessionsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			q := o.values()
-			var all api.SessionPage
-			for {
-				p, err := c.Sessions(cmd.Context(), q)
-				if err != nil {
-					return err
-				}
-				all.Items = append(all.Items, p.Items...)
-				all.NextCursor = p.NextCursor
-				if !o.all || p.NextCursor == "" {
-					break
-				}
-				q.Set("cursor", p.NextCursor)
+			all, err := collect(cmd.Context(), o.values(), o.all, c.Sessions)
+			if err != nil {
+				return err
 			}
 			if o.output == "json" {
 				return printJSON(cmd.OutOrStdout(), all)
@@ -183,18 +192,9 @@ func newProcessesCmd() *cobra.Command {
 			if attribution != "" {
 				q.Set("attribution", attribution)
 			}
-			var all api.ProcessPage
-			for {
-				p, err := c.Processes(cmd.Context(), q)
-				if err != nil {
-					return err
-				}
-				all.Items = append(all.Items, p.Items...)
-				all.NextCursor = p.NextCursor
-				if !o.all || p.NextCursor == "" {
-					break
-				}
-				q.Set("cursor", p.NextCursor)
+			all, err := collect(cmd.Context(), q, o.all, c.Processes)
+			if err != nil {
+				return err
 			}
 			if o.output == "json" {
 				return printJSON(cmd.OutOrStdout(), all)

@@ -21,8 +21,8 @@ type Client struct {
 
 // SessionPage and ProcessPage are list responses.
 type (
-	SessionPage = page[store.Session]
-	ProcessPage = page[store.Process]
+	SessionPage = Page[store.Session]
+	ProcessPage = Page[store.Process]
 )
 
 // Sessions lists sessions with the given filters (user, pod, since, …).

@@ -86,7 +86,7 @@ func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, page[store.Session]{Items: nonNil(items), NextCursor: next})
+	writeJSON(w, http.StatusOK, Page[store.Session]{Items: nonNil(items), NextCursor: next})
 }
 
 func (s *server) listProcesses(w http.ResponseWriter, r *http.Request) {
@@ -110,7 +110,7 @@ func (s *server) listProcesses(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, page[store.Process]{Items: nonNil(items), NextCursor: next})
+	writeJSON(w, http.StatusOK, Page[store.Process]{Items: nonNil(items), NextCursor: next})
 }
 
 func (s *server) listAlerts(w http.ResponseWriter, r *http.Request) {
@@ -127,7 +127,7 @@ func (s *server) listAlerts(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, page[store.Alert]{Items: nonNil(items), NextCursor: next})
+	writeJSON(w, http.StatusOK, Page[store.Alert]{Items: nonNil(items), NextCursor: next})
 }
 
 // SessionView is a session with its process tree.

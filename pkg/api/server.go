@@ -110,8 +110,8 @@ func (s *server) ready(w http.ResponseWriter, _ *http.Request) {
 	w.Write([]byte("ok\n"))
 }
 
-// page is the envelope of every list response.
-type page[T any] struct {
+// Page is the envelope of every list response.
+type Page[T any] struct {
 	Items      []T    `json:"items"`
 	NextCursor string `json:"nextCursor,omitempty"`
 }

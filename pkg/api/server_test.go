@@ -108,7 +108,7 @@ func TestAuthRequired(t *testing.T) {
 
 func TestSessionsAndProcesses(t *testing.T) {
 	srv, tok := fixture(t)
-	type sessions = page[store.Session]
+	type sessions = Page[store.Session]
 	cases := []struct {
 		query string
 		want  string
@@ -137,7 +137,7 @@ func TestSessionsAndProcesses(t *testing.T) {
 			t.Errorf("sessions%s = %v, want %s", tc.query, ids, tc.want)
 		}
 	}
-	var procs page[store.Process]
+	var procs Page[store.Process]
 	get(t, srv, tok, "/api/v1/processes?auditID=aaaa&attribution=inherited", &procs)
 	if len(procs.Items) != 2 {
 		t.Errorf("inherited processes of aaaa: %d, want 2", len(procs.Items))
@@ -173,7 +173,7 @@ func TestPaginationThroughAPI(t *testing.T) {
 	var seen []string
 	cursor := ""
 	for i := 0; i < 10; i++ {
-		var p page[store.Process]
+		var p Page[store.Process]
 		get(t, srv, tok, "/api/v1/processes?limit=1&cursor="+url.QueryEscape(cursor), &p)
 		for _, x := range p.Items {
 			seen = append(seen, x.ProcessID)
