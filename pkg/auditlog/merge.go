@@ -98,7 +98,7 @@ func (m *Merger) Add(ev Event) AddResult {
 			for _, other := range entries {
 				if !other.rec.HasFlag(FlagAuditIDConflict) {
 					other.rec.addFlag(FlagAuditIDConflict)
-					res.Updated = append(res.Updated, other.rec.clone())
+					res.Updated = append(res.Updated, other.rec.Clone())
 				}
 			}
 		}
@@ -109,7 +109,7 @@ func (m *Merger) Add(ev Event) AddResult {
 	e.stages[ev.Stage] = true
 	e.rec.apply(&ev, &e.ranks)
 	m.stats.Events++
-	res.Updated = append(res.Updated, e.rec.clone())
+	res.Updated = append(res.Updated, e.rec.Clone())
 	return res
 }
 
@@ -121,7 +121,7 @@ func (m *Merger) evict() []ExecRecord {
 		m.order[m.head] = nil
 		m.head++
 		m.stats.Evicted++
-		out = append(out, old.rec.clone())
+		out = append(out, old.rec.Clone())
 		list := m.byID[old.rec.AuditID]
 		for i, c := range list {
 			if c == old {
@@ -148,7 +148,7 @@ func (m *Merger) evict() []ExecRecord {
 func (m *Merger) Lookup(auditID string) []ExecRecord {
 	var out []ExecRecord
 	for _, e := range m.byID[auditID] {
-		out = append(out, e.rec.clone())
+		out = append(out, e.rec.Clone())
 	}
 	return out
 }
@@ -157,7 +157,7 @@ func (m *Merger) Lookup(auditID string) []ExecRecord {
 func (m *Merger) Records() []ExecRecord {
 	out := make([]ExecRecord, 0, len(m.order)-m.head)
 	for _, e := range m.order[m.head:] {
-		out = append(out, e.rec.clone())
+		out = append(out, e.rec.Clone())
 	}
 	return out
 }

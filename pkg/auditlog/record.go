@@ -79,8 +79,8 @@ func (r *ExecRecord) addFlag(f string) {
 	}
 }
 
-// clone deep-copies r so callers never share state with the Merger.
-func (r *ExecRecord) clone() ExecRecord {
+// Clone deep-copies r, so callers (the Merger, the joiner) never share state.
+func (r *ExecRecord) Clone() ExecRecord {
 	c := *r
 	c.Stages = slices.Clone(r.Stages)
 	c.User = cloneUser(r.User)

@@ -1,7 +1,6 @@
 package join
 
 import (
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -161,33 +160,10 @@ func (j *Joiner) dropRecord(id string) {
 	delete(j.recs, id)
 }
 
+// cloneRecord keeps the joiner's copy apart from the caller's.
 func cloneRecord(r *auditlog.ExecRecord) *auditlog.ExecRecord {
-	c := *r
-	c.Stages = slices.Clone(r.Stages)
-	c.User = cloneUser(r.User)
-	if r.ImpersonatedUser != nil {
-		u := cloneUser(*r.ImpersonatedUser)
-		c.ImpersonatedUser = &u
-	}
-	c.SourceIPs = slices.Clone(r.SourceIPs)
-	c.Command = slices.Clone(r.Command)
-	c.Env = slices.Clone(r.Env)
-	c.Ports = slices.Clone(r.Ports)
-	c.Annotations = maps.Clone(r.Annotations)
-	c.Flags = slices.Clone(r.Flags)
+	c := r.Clone()
 	return &c
-}
-
-func cloneUser(u auditlog.UserInfo) auditlog.UserInfo {
-	u.Groups = slices.Clone(u.Groups)
-	if u.Extra != nil {
-		extra := make(map[string][]string, len(u.Extra))
-		for k, v := range u.Extra {
-			extra[k] = slices.Clone(v)
-		}
-		u.Extra = extra
-	}
-	return u
 }
 
 // output renders the session from its first request, listing the others.
