@@ -159,8 +159,9 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 			return err
 		}
 		auth = tf
-		b, _ := os.ReadFile(o.tokenFile)
-		webhookToken = firstToken(string(b))
+		if webhookToken, err = api.FirstToken(o.tokenFile); err != nil {
+			return err
+		}
 	}
 	var probe *capture.Probe
 	if !o.noCapture {
@@ -247,13 +248,4 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 		return nil
 	}
 	return err
-}
-
-func firstToken(s string) string {
-	for _, l := range strings.Split(s, "\n") {
-		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") {
-			return t
-		}
-	}
-	return ""
 }

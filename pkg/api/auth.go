@@ -69,16 +69,38 @@ func (t *TokenFile) reload() error {
 		return fmt.Errorf("reading token file: %w", err)
 	}
 	var hs [][32]byte
-	for _, line := range strings.Split(string(b), "\n") {
-		if s := strings.TrimSpace(line); s != "" && !strings.HasPrefix(s, "#") {
-			hs = append(hs, sha256.Sum256([]byte(s)))
-		}
+	for _, tok := range parseTokens(b) {
+		hs = append(hs, sha256.Sum256([]byte(tok)))
 	}
 	if len(hs) == 0 {
 		return fmt.Errorf("reading token file %s: no tokens in it", t.path)
 	}
 	t.hashes, t.mtime = hs, st.ModTime()
 	return nil
+}
+
+// parseTokens reads a token file: one token a line; blanks and # comments skipped.
+func parseTokens(b []byte) []string {
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if s := strings.TrimSpace(line); s != "" && !strings.HasPrefix(s, "#") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// FirstToken returns the first token of a token file, for a client (the
+// audit webhook's sender) that presents one.
+func FirstToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading token file: %w", err)
+	}
+	if toks := parseTokens(b); len(toks) > 0 {
+		return toks[0], nil
+	}
+	return "", fmt.Errorf("reading token file %s: no tokens in it", path)
 }
 
 // Authenticate compares hashes in constant time; tokens are never logged.
