@@ -73,7 +73,7 @@ func toStoreSession(s *join.Session) store.Session {
 		AuditID: s.AuditID, Username: s.User.Username, UID: s.User.UID, Groups: s.User.Groups, Extra: s.User.Extra,
 		ImpersonatedUser: toStoreUser(s.ImpersonatedUser), SourceIPs: s.SourceIPs, UserAgent: s.UserAgent,
 		Namespace: s.Namespace, Pod: s.Pod, Container: s.Container, Command: s.Command,
-		Verb: s.Verb, Subresource: s.Subresource, Code: int(s.Code), Decision: s.Decision, Reason: s.Reason,
+		Env: s.Env, Stdin: s.Stdin, TTY: s.TTY, Verb: s.Verb, Subresource: s.Subresource, Code: int(s.Code), Decision: s.Decision, Reason: s.Reason,
 		RequestReceived: s.RequestReceived, Stages: s.Stages, Flags: s.Flags,
 	}
 	if !s.End.IsZero() {

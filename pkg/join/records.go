@@ -174,7 +174,7 @@ func (rs *recSet) output() Session {
 		User: r.User, ImpersonatedUser: r.ImpersonatedUser,
 		SourceIPs: r.SourceIPs, UserAgent: r.UserAgent,
 		Namespace: r.Namespace, Pod: r.Pod, Container: r.Container,
-		Command: r.Command, Stdin: r.Stdin, TTY: r.TTY,
+		Command: r.Command, Env: r.Env, Stdin: r.Stdin, TTY: r.TTY,
 		Code: r.Code, Decision: r.Decision, Reason: r.Reason, RequestURI: r.RequestURI,
 		RequestReceived: r.RequestReceivedTimestamp, End: r.EndTimestamp,
 		Stages: r.Stages, Annotations: r.Annotations, Flags: r.Flags,

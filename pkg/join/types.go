@@ -171,16 +171,18 @@ type Session struct {
 	Pod              string             `json:"pod"`
 	Container        string             `json:"container,omitempty"`
 	Command          []string           `json:"command,omitempty"`
-	Stdin            bool               `json:"stdin"`
-	TTY              bool               `json:"tty"`
-	Code             int32              `json:"code,omitempty"`
-	Decision         string             `json:"decision,omitempty"`
-	Reason           string             `json:"reason,omitempty"`
-	RequestURI       string             `json:"requestURI"`
-	RequestReceived  time.Time          `json:"requestReceived,omitzero"`
-	End              time.Time          `json:"end,omitzero"`
-	Stages           []string           `json:"stages"`
-	Annotations      map[string]string  `json:"annotations,omitempty"`
+	// Env is the caller's KEP-6035 `--env NAME=value` list.
+	Env             []string          `json:"env,omitempty"`
+	Stdin           bool              `json:"stdin"`
+	TTY             bool              `json:"tty"`
+	Code            int32             `json:"code,omitempty"`
+	Decision        string            `json:"decision,omitempty"`
+	Reason          string            `json:"reason,omitempty"`
+	RequestURI      string            `json:"requestURI"`
+	RequestReceived time.Time         `json:"requestReceived,omitzero"`
+	End             time.Time         `json:"end,omitzero"`
+	Stages          []string          `json:"stages"`
+	Annotations     map[string]string `json:"annotations,omitempty"`
 	// SPOExecRequestUID is the SPO webhook's annotation value, if any.
 	SPOExecRequestUID string   `json:"spoExecRequestUID,omitempty"`
 	Flags             []string `json:"flags"`

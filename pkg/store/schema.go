@@ -2,7 +2,7 @@ package store
 
 // schemaVersion is stored in PRAGMA user_version. Bump it with a migration
 // step in migrate when the schema changes.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // Times are INTEGER nanoseconds since the Unix epoch (NULL where the Go
 // field is a nil pointer); lists and maps are JSON text, NULL when empty.
@@ -35,7 +35,10 @@ var schemaV1 = []string{
 		end_time         INTEGER,
 		stages           TEXT,
 		flags            TEXT,
-		updated_at       INTEGER NOT NULL
+		updated_at       INTEGER NOT NULL,
+		env              TEXT,
+		stdin            INTEGER NOT NULL DEFAULT 0,
+		tty              INTEGER NOT NULL DEFAULT 0
 	)`,
 	`CREATE INDEX sessions_received ON sessions (request_received)`,
 	`CREATE INDEX sessions_namespace ON sessions (namespace, request_received)`,
@@ -120,4 +123,13 @@ var schemaV1 = []string{
 	`CREATE INDEX alerts_time ON alerts (time)`,
 	`CREATE INDEX alerts_rule ON alerts (rule, time)`,
 	`CREATE INDEX alerts_audit ON alerts (audit_id, time)`,
+}
+
+// migrations[v] upgrades a version-v file to v+1.
+var migrations = map[int][]string{
+	1: {
+		`ALTER TABLE sessions ADD COLUMN env TEXT`,
+		`ALTER TABLE sessions ADD COLUMN stdin INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE sessions ADD COLUMN tty INTEGER NOT NULL DEFAULT 0`,
+	},
 }

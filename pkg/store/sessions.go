@@ -12,6 +12,7 @@ import (
 const sessionCols = `s.id, s.audit_id, s.username, s.uid, s.groups, s.extra, s.impersonated,
 	s.source_ips, s.user_agent, s.namespace, s.pod, s.container, s.command, s.verb, s.subresource,
 	s.code, s.decision, s.reason, s.request_received, s.end_time, s.stages, s.flags, s.updated_at,
+	s.env, s.stdin, s.tty,
 	(SELECT count(*) FROM processes p WHERE p.audit_id = s.audit_id),
 	(SELECT min(p.start) FROM processes p WHERE p.audit_id = s.audit_id),
 	(SELECT max(p.start) FROM processes p WHERE p.audit_id = s.audit_id)`
@@ -173,11 +174,12 @@ func scanSession(sc scanner) (Session, int64, error) {
 		id, received, updated, count                 int64
 		end, first, last                             sql.NullInt64
 		groups, extra, imp, ips, command, stages, fl sql.NullString
+		env                                          sql.NullString
 	)
 	err := sc.Scan(&id, &ss.AuditID, &ss.Username, &ss.UID, &groups, &extra, &imp, &ips,
 		&ss.UserAgent, &ss.Namespace, &ss.Pod, &ss.Container, &command, &ss.Verb, &ss.Subresource,
 		&ss.Code, &ss.Decision, &ss.Reason, &received, &end, &stages, &fl, &updated,
-		&count, &first, &last)
+		&env, &ss.Stdin, &ss.TTY, &count, &first, &last)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Session{}, 0, err
 	}
@@ -191,7 +193,7 @@ func scanSession(sc scanner) (Session, int64, error) {
 		col sql.NullString
 		dst any
 	}{{groups, &ss.Groups}, {extra, &ss.Extra}, {imp, &ss.ImpersonatedUser}, {ips, &ss.SourceIPs},
-		{command, &ss.Command}, {stages, &ss.Stages}, {fl, &ss.Flags}} {
+		{command, &ss.Command}, {env, &ss.Env}, {stages, &ss.Stages}, {fl, &ss.Flags}} {
 		if err := decodeJSON(c.col, c.dst); err != nil {
 			return Session{}, 0, fmt.Errorf("reading session %s: %w", ss.AuditID, err)
 		}

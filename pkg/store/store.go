@@ -198,9 +198,16 @@ func (s *Store) migrate(ctx context.Context) error {
 	case version > schemaVersion:
 		return fmt.Errorf("reading schema: version %d is newer than this build's %d", version, schemaVersion)
 	}
-	for _, stmt := range schemaV1 {
+	stmts := schemaV1
+	if version > 0 {
+		stmts = nil
+		for v := version; v < schemaVersion; v++ {
+			stmts = append(stmts, migrations[v]...)
+		}
+	}
+	for _, stmt := range stmts {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("creating schema: %w", err)
+			return fmt.Errorf("migrating schema from version %d: %w", version, err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {

@@ -30,19 +30,24 @@ type Session struct {
 	Pod              string              `json:"pod"`
 	Container        string              `json:"container,omitempty"`
 	Command          []string            `json:"command,omitempty"`
-	Verb             string              `json:"verb,omitempty"`
-	Subresource      string              `json:"subresource,omitempty"`
-	Code             int                 `json:"code,omitempty"`
-	Decision         string              `json:"decision,omitempty"`
-	Reason           string              `json:"reason,omitempty"`
-	RequestReceived  time.Time           `json:"requestReceived"`
-	End              *time.Time          `json:"end,omitempty"`
-	Stages           []string            `json:"stages,omitempty"`
-	Flags            []string            `json:"flags,omitempty"`
-	FirstProcess     time.Time           `json:"firstProcess,omitzero"`
-	LastProcess      time.Time           `json:"lastProcess,omitzero"`
-	ProcessCount     int                 `json:"processCount"`
-	UpdatedAt        time.Time           `json:"updatedAt,omitzero"`
+	// Env is the caller's KEP-6035 `kubectl exec --env` list (NAME=value);
+	// Stdin and TTY are the request's streaming options.
+	Env             []string   `json:"env,omitempty"`
+	Stdin           bool       `json:"stdin,omitempty"`
+	TTY             bool       `json:"tty,omitempty"`
+	Verb            string     `json:"verb,omitempty"`
+	Subresource     string     `json:"subresource,omitempty"`
+	Code            int        `json:"code,omitempty"`
+	Decision        string     `json:"decision,omitempty"`
+	Reason          string     `json:"reason,omitempty"`
+	RequestReceived time.Time  `json:"requestReceived"`
+	End             *time.Time `json:"end,omitempty"`
+	Stages          []string   `json:"stages,omitempty"`
+	Flags           []string   `json:"flags,omitempty"`
+	FirstProcess    time.Time  `json:"firstProcess,omitzero"`
+	LastProcess     time.Time  `json:"lastProcess,omitzero"`
+	ProcessCount    int        `json:"processCount"`
+	UpdatedAt       time.Time  `json:"updatedAt,omitzero"`
 }
 
 // UserInfo is an impersonated identity.

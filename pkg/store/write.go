@@ -11,8 +11,8 @@ import (
 const upsertSessionSQL = `INSERT INTO sessions (
 	audit_id, username, uid, groups, extra, impersonated, source_ips, user_agent,
 	namespace, pod, container, command, command_line, verb, subresource, code, decision, reason,
-	request_received, end_time, stages, flags, updated_at
-) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+	request_received, end_time, stages, flags, updated_at, env, stdin, tty
+) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (audit_id) DO UPDATE SET
 	username = excluded.username, uid = excluded.uid, groups = excluded.groups, extra = excluded.extra,
 	impersonated = excluded.impersonated,
@@ -22,7 +22,7 @@ ON CONFLICT (audit_id) DO UPDATE SET
 	subresource = excluded.subresource, code = excluded.code, decision = excluded.decision,
 	reason = excluded.reason, request_received = excluded.request_received,
 	end_time = excluded.end_time, stages = excluded.stages, flags = excluded.flags,
-	updated_at = excluded.updated_at
+	updated_at = excluded.updated_at, env = excluded.env, stdin = excluded.stdin, tty = excluded.tty
 RETURNING id`
 
 // The process upsert is multi-row: processRowsPerStmt rows per statement
@@ -230,6 +230,10 @@ func sessionArgs(ss *Session, now time.Time) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	env, err := jsonList(ss.Env)
+	if err != nil {
+		return nil, err
+	}
 	updated := ss.UpdatedAt
 	if updated.IsZero() {
 		updated = now
@@ -239,6 +243,7 @@ func sessionArgs(ss *Session, now time.Time) ([]any, error) {
 		ss.Namespace, ss.Pod, ss.Container, command, strings.Join(ss.Command, " "), ss.Verb,
 		ss.Subresource, ss.Code, ss.Decision, ss.Reason,
 		nanos(ss.RequestReceived), nullNanos(ss.End), stages, flags, nanos(updated),
+		env, ss.Stdin, ss.TTY,
 	}, nil
 }
 
