@@ -92,6 +92,17 @@ func renderSession(w io.Writer, v api.SessionView) error {
 	if v.ProcessesTruncated {
 		fmt.Fprintln(w, "(process list truncated)")
 	}
+	if len(v.Claimants) > 0 {
+		fmt.Fprintf(w, "Claimed by:  %d process(es) that carried this ID but are not attributed to it\n", len(v.Claimants))
+		for i := range v.Claimants {
+			c := &v.Claimants[i]
+			fmt.Fprintf(w, "  %d %s %s/%s [%s]\n", c.PID, short(strings.Join(c.Argv, " "), 60),
+				orDash(c.Namespace), orDash(c.Pod), flags(c.Flags))
+		}
+	}
+	if s.Env != nil {
+		fmt.Fprintf(w, "Caller env:  %s\n", strings.Join(s.Env, " "))
+	}
 	return nil
 }
 

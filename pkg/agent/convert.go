@@ -51,8 +51,18 @@ func toStoreProcess(p *join.AttributedProcess) store.Process {
 		Attribution: string(p.Attribution), Confidence: p.Confidence, Candidates: p.Candidates,
 		Source: p.Source, Flags: p.Flags, SessionRootID: p.SessionRootID,
 	}
-	if out.AuditID == "" {
-		out.AuditID = p.CapturedAuditID // keep the captured ID visible while unattributed
+	if p.Attribution == join.AttributionNone {
+		// Not attributed: the ID it carried is a claim, kept visible as
+		// evidence, never a session membership (which would put a forged
+		// root's commands under the victim's user).
+		claim := p.CapturedAuditID
+		if claim == "" {
+			claim = p.AuditID
+		}
+		if claim != "" {
+			out.ClaimedAuditID = claim
+		}
+		out.AuditID = ""
 	}
 	if !p.Exit.IsZero() {
 		t := p.Exit

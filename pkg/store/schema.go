@@ -94,6 +94,7 @@ var schemaV1 = []string{
 	)`,
 	`CREATE INDEX processes_start ON processes (start)`,
 	`CREATE INDEX processes_audit ON processes (audit_id, start)`,
+	`CREATE INDEX processes_claimed ON processes (claimed_audit_id, start) WHERE claimed_audit_id != ''`,
 	`CREATE INDEX processes_namespace ON processes (namespace, start)`,
 	`CREATE INDEX processes_pod ON processes (pod, start)`,
 	`CREATE INDEX processes_container ON processes (container, start)`,
@@ -131,5 +132,6 @@ var migrations = map[int][]string{
 		`ALTER TABLE sessions ADD COLUMN env TEXT`,
 		`ALTER TABLE sessions ADD COLUMN stdin INTEGER NOT NULL DEFAULT 0`,
 		`ALTER TABLE sessions ADD COLUMN tty INTEGER NOT NULL DEFAULT 0`,
+		`CREATE INDEX processes_claimed ON processes (claimed_audit_id, start) WHERE claimed_audit_id != ''`,
 	},
 }

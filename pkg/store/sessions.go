@@ -114,29 +114,43 @@ func (s *Store) GetSession(ctx context.Context, auditID string) (SessionDetail, 
 	if d.AuditRecords, err = auditRecords(ctx, tx, auditID); err != nil {
 		return SessionDetail{}, err
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT "+processCols+
-		" FROM processes p WHERE p.audit_id = ? ORDER BY p.start, p.id LIMIT ?",
-		auditID, s.cfg.SessionProcessLimit+1)
+	if d.Processes, d.ProcessesTruncated, err = s.sessionProcesses(ctx, tx, "audit_id", auditID); err != nil {
+		return SessionDetail{}, err
+	}
+	if d.Processes == nil {
+		d.Processes = []Process{}
+	}
+	if d.Claimants, _, err = s.sessionProcesses(ctx, tx, "claimed_audit_id", auditID); err != nil {
+		return SessionDetail{}, err
+	}
+	return d, nil
+}
+
+// sessionProcesses returns up to SessionProcessLimit processes whose col
+// (audit_id or claimed_audit_id) is auditID, oldest first, and whether
+// there were more.
+func (s *Store) sessionProcesses(ctx context.Context, tx *sql.Tx, col, auditID string) ([]Process, bool, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT "+processCols+" FROM processes p WHERE p."+col+
+		" = ? ORDER BY p.start, p.id LIMIT ?", auditID, s.cfg.SessionProcessLimit+1)
 	if err != nil {
-		return SessionDetail{}, fmt.Errorf("querying processes of session %s: %w", auditID, err)
+		return nil, false, fmt.Errorf("querying processes of session %s: %w", auditID, err)
 	}
 	defer rows.Close()
-	d.Processes = []Process{}
+	var out []Process
 	for rows.Next() {
 		p, _, err := scanProcess(rows)
 		if err != nil {
-			return SessionDetail{}, err
+			return nil, false, err
 		}
-		d.Processes = append(d.Processes, p)
+		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
-		return SessionDetail{}, fmt.Errorf("reading processes of session %s: %w", auditID, err)
+		return nil, false, fmt.Errorf("reading processes of session %s: %w", auditID, err)
 	}
-	if len(d.Processes) > s.cfg.SessionProcessLimit {
-		d.Processes = d.Processes[:s.cfg.SessionProcessLimit]
-		d.ProcessesTruncated = true
+	if len(out) > s.cfg.SessionProcessLimit {
+		return out[:s.cfg.SessionProcessLimit], true, nil
 	}
-	return d, nil
+	return out, false, nil
 }
 
 func auditRecords(ctx context.Context, tx *sql.Tx, auditID string) ([]AuditRecord, error) {

@@ -76,14 +76,20 @@ type Process struct {
 	Start           time.Time  `json:"start"`
 	Exit            *time.Time `json:"exit,omitempty"`
 	ExitCode        *int       `json:"exitCode,omitempty"`
-	AuditID         string     `json:"auditID,omitempty"`
-	ClaimedAuditID  string     `json:"claimedAuditID,omitempty"`
-	Attribution     string     `json:"attribution"`
-	Confidence      float64    `json:"confidence,omitempty"`
-	Candidates      []string   `json:"candidates,omitempty"`
-	Source          string     `json:"source,omitempty"`
-	Flags           []string   `json:"flags,omitempty"`
-	SessionRootID   string     `json:"sessionRootID,omitempty"`
+	// AuditID is the session the process is attributed to; empty when it
+	// is not attributed.
+	AuditID string `json:"auditID,omitempty"`
+	// ClaimedAuditID is an ID the process carried that is not its
+	// attribution: the env value of an env_mismatch, or the captured ID of
+	// a process the join refused (root_unverified, denied_exec,
+	// pod_mismatch) or could not match (pending, no_audit_record).
+	ClaimedAuditID string   `json:"claimedAuditID,omitempty"`
+	Attribution    string   `json:"attribution"`
+	Confidence     float64  `json:"confidence,omitempty"`
+	Candidates     []string `json:"candidates,omitempty"`
+	Source         string   `json:"source,omitempty"`
+	Flags          []string `json:"flags,omitempty"`
+	SessionRootID  string   `json:"sessionRootID,omitempty"`
 }
 
 // AuditRecord is one stage of an audit event, kept verbatim so that the
@@ -114,6 +120,10 @@ type SessionDetail struct {
 	Session
 	AuditRecords []AuditRecord `json:"auditRecords,omitempty"`
 	Processes    []Process     `json:"processes"`
+	// Claimants are processes that carried this session's ID without being
+	// attributed to it (ClaimedAuditID): forged roots, replays of a denied
+	// ID, pod mismatches, env forgeries. Evidence, never the session's own.
+	Claimants []Process `json:"claimants,omitempty"`
 	// ProcessesTruncated is set when the session has more processes than
 	// Config.SessionProcessLimit; Processes then holds the oldest ones.
 	ProcessesTruncated bool `json:"processesTruncated,omitempty"`

@@ -1,0 +1,125 @@
+package testutil
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+)
+
+// ExecRequest describes one `kubectl exec` as kube-apiserver audits it.
+type ExecRequest struct {
+	AuditID   string
+	User      string
+	Groups    []string
+	As        string // impersonated user, if any
+	Namespace string
+	Pod       string
+	Container string
+	Command   []string
+	Env       []string // KEP-6035 env= parameters
+	TTY       bool
+	// Code is the response code: 0 means 101 (an upgraded stream); 403
+	// makes a denied request with decision forbid.
+	Code     int32
+	Received time.Time
+	// Duration is how long the session lasted (ResponseComplete - received).
+	Duration time.Duration
+}
+
+// Events returns the request's audit events in stage order, built from the
+// real audit.k8s.io/v1 types so they marshal as kube-apiserver writes them:
+// WebSocket-style verb "get", RequestReceived, then ResponseStarted (101)
+// and ResponseComplete, or a lone ResponseComplete for a denied request.
+func (r ExecRequest) Events() []auditv1.Event {
+	q := url.Values{}
+	for _, c := range r.Command {
+		q.Add("command", c)
+	}
+	for _, e := range r.Env {
+		q.Add("env", e)
+	}
+	if r.Container != "" {
+		q.Set("container", r.Container)
+	}
+	q.Set("stdin", "true")
+	q.Set("stdout", "true")
+	if r.TTY {
+		q.Set("tty", "true")
+	}
+	code := r.Code
+	if code == 0 {
+		code = 101
+	}
+	decision := "allow"
+	if code == 403 {
+		decision = "forbid"
+	}
+	base := auditv1.Event{
+		TypeMeta:   metav1.TypeMeta{Kind: "Event", APIVersion: "audit.k8s.io/v1"},
+		Level:      auditv1.LevelMetadata,
+		AuditID:    types.UID(r.AuditID),
+		RequestURI: fmt.Sprintf("/api/v1/namespaces/%s/pods/%s/exec?%s", r.Namespace, r.Pod, q.Encode()),
+		Verb:       "get",
+		User:       authnv1.UserInfo{Username: r.User, Groups: append(r.Groups, "system:authenticated")},
+		SourceIPs:  []string{"10.0.0.7"},
+		UserAgent:  "kubectl/v1.36.0 (linux/amd64) kubernetes/abcdef0",
+		ObjectRef: &auditv1.ObjectReference{Resource: "pods", Namespace: r.Namespace, Name: r.Pod,
+			APIVersion: "v1", Subresource: "exec"},
+		RequestReceivedTimestamp: metav1.NewMicroTime(r.Received),
+		Annotations:              map[string]string{"authorization.k8s.io/decision": decision},
+	}
+	if r.As != "" {
+		base.ImpersonatedUser = &authnv1.UserInfo{Username: r.As}
+	}
+	stage := func(s auditv1.Stage, at time.Time, status bool) auditv1.Event {
+		e := base
+		e.Stage, e.StageTimestamp = s, metav1.NewMicroTime(at)
+		if status {
+			e.ResponseStatus = &metav1.Status{Code: code}
+		}
+		return e
+	}
+	end := r.Received.Add(r.Duration)
+	if code != 101 {
+		e := stage(auditv1.StageResponseComplete, end, true)
+		e.ResponseStatus.Status = metav1.StatusFailure
+		e.ResponseStatus.Reason = metav1.StatusReasonForbidden
+		return []auditv1.Event{stage(auditv1.StageRequestReceived, r.Received, false), e}
+	}
+	return []auditv1.Event{
+		stage(auditv1.StageRequestReceived, r.Received, false),
+		stage(auditv1.StageResponseStarted, r.Received.Add(time.Millisecond), true),
+		stage(auditv1.StageResponseComplete, end, true),
+	}
+}
+
+// LogLines returns the events as audit log lines (JSON, newline-ended).
+func (r ExecRequest) LogLines() []byte {
+	var out []byte
+	for _, e := range r.Events() {
+		b, err := json.Marshal(e)
+		if err != nil {
+			panic(err) // the types marshal; a failure is a bug here
+		}
+		out = append(append(out, b...), '\n')
+	}
+	return out
+}
+
+// EventList returns the events as one webhook POST body.
+func (r ExecRequest) EventList() []byte {
+	b, err := json.Marshal(auditv1.EventList{
+		TypeMeta: metav1.TypeMeta{Kind: "EventList", APIVersion: "audit.k8s.io/v1"},
+		Items:    r.Events(),
+	})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
