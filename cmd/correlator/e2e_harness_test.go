@@ -57,7 +57,7 @@ type e2eAgent struct {
 	base     string
 	client   *api.Client
 	auditLog string
-	logMu    sync.Mutex
+	logMu    *sync.Mutex
 	stderr   *syncBuffer
 }
 
@@ -97,7 +97,7 @@ func startE2E(t *testing.T, extra ...string) *e2eAgent {
 		"--audit-log", auditLog, "--audit-checkpoint-dir", filepath.Join(dir, "ckpt"),
 		"--pin-path", pin}, extra...)
 	cmd := exec.Command(bin, args...)
-	a := &e2eAgent{t: t, ctr: ctr, base: "http://" + addr, auditLog: auditLog, stderr: &syncBuffer{}}
+	a := &e2eAgent{t: t, ctr: ctr, base: "http://" + addr, auditLog: auditLog, stderr: &syncBuffer{}, logMu: &sync.Mutex{}}
 	cmd.Stderr = a.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -191,10 +191,11 @@ func (a *e2eAgent) postWebhook(req testutil.ExecRequest) {
 	}
 }
 
-// processes returns the stored processes whose argv contains marker.
+// processes returns the stored processes in the e2e pod whose argv
+// contains marker (the host-side `runc exec` carries it too).
 func (a *e2eAgent) processes(marker string) []store.Process {
 	a.t.Helper()
-	page, err := a.client.Processes(context.Background(), url.Values{"command": {marker}, "limit": {"500"}})
+	page, err := a.client.Processes(context.Background(), url.Values{"command": {marker}, "pod": {e2ePod}, "limit": {"500"}})
 	if err != nil {
 		a.t.Fatalf("listing processes: %v", err)
 	}

@@ -113,6 +113,9 @@ func (j *Joiner) Expire(now time.Time) []Update {
 		}
 	}
 	j.settle()
+	// Emit the expirations before forgetting exited processes: a session
+	// that ran and exited within one TTL must still be flagged.
+	out := j.flush()
 	for e, ok := j.exitq.peek(); ok && !now.Before(e.t.Add(ttl)); e, ok = j.exitq.peek() {
 		j.exitq.pop()
 		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
@@ -131,7 +134,7 @@ func (j *Joiner) Expire(now time.Time) []Update {
 		}
 	}
 	j.compactQueues()
-	return j.flush()
+	return append(out, j.flush()...)
 }
 
 // expire stops p waiting: it leaves the pending set and the exec-root index.

@@ -269,3 +269,17 @@ func TestQueuesStayBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestShortSessionFlaggedBeforeForgotten: a session that exited within the
+// TTL is flagged no_audit_record in the same Expire that forgets it.
+func TestShortSessionFlaggedBeforeForgotten(t *testing.T) {
+	j := newJoiner(t)
+	snap := newSnapshot()
+	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, SourceEnv)))
+	snap.apply(j.AddExit(t0.Add(2*time.Second), Exit{ProcessID: "r", Time: t0.Add(2 * time.Second)}))
+	snap.apply(j.Expire(t0.Add(DefaultPendingTTL + time.Minute)))
+	checkWant(t, "r", snap.procs["r"], want{auditID: idA, flags: []string{FlagNoAuditRecord}})
+	if st := j.Stats(); st.Processes != 0 {
+		t.Fatalf("stats %+v: the exited process should be forgotten", st)
+	}
+}
