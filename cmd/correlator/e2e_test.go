@@ -75,7 +75,7 @@ func scenarioOverlapping(t *testing.T, a *e2eAgent) {
 		}()
 	}
 	wg.Wait()
-	a.writeLog(alice) // one by file
+	a.writeLog(alice)  // one by file
 	a.postWebhook(bob) // one by webhook
 	for _, req := range []testutil.ExecRequest{alice, bob} {
 		ps := a.waitFor(m+"-"+req.User, 20*time.Second, func(ps []store.Process) error {
