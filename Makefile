@@ -1,7 +1,8 @@
 # correlator: build, test, benchmark and demo.
 #
-#   make demo       a runc container, one exec session that forks and tampers,
-#                   and what `correlator capture` recorded (root)
+#   make demo       the whole mission: agent, runc container, two overlapping
+#                   exec sessions, their audit records, attributed trees (root)
+#   make demo-capture  the capture alone, one session that forks and tampers
 #   make test       every test, privileged BPF and runc tests included (root)
 #   make generate   rebuild the committed bpf2go output from bpf/
 #   make bench | fuzz | lint | build | deps | clean
@@ -37,7 +38,7 @@ CLANG_MAJOR  ?= 14
 # Debian packages as package:check, where check is a command that must be on
 # PATH, "static:busybox" for a statically linked binary, or "dpkg" for an
 # installed package.
-RUNTIME_DEPS  := runc:runc busybox-static:static:busybox jq:jq
+RUNTIME_DEPS  := runc:runc busybox-static:static:busybox jq:jq curl:curl
 GENERATE_DEPS := clang:clang llvm:llvm-strip libbpf-dev:dpkg
 
 IS_ROOT := $(filter 0,$(shell id -u))
@@ -73,7 +74,7 @@ else \
 fi
 endef
 
-.PHONY: all deps deps-test deps-generate generate build test bench demo lint fuzz clean
+.PHONY: all deps deps-test deps-generate generate build test bench demo demo-capture lint fuzz clean
 
 all: lint build test
 
@@ -127,10 +128,16 @@ fuzz:
 		done; \
 	done; echo "fuzz: $$n fuzz targets ran for $(FUZZTIME) each"
 
-## demo: a runc container, an exec session that forks and tampers, and the
-## events `correlator capture` recorded for it (root).
+## demo: the whole mission (root): the agent on a temporary SQLite store, a
+## runc container, two overlapping exec sessions as two users, their audit
+## records by file and by webhook, and the attributed session trees.
 demo: deps build
 	bash scripts/demo.sh
+
+## demo-capture: the capture alone: one session that forks and tampers, and
+## the events `correlator capture` recorded for it (root).
+demo-capture: deps build
+	bash scripts/demo-capture.sh
 
 ## lint: gofmt and go vet.
 lint:

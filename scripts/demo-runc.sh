@@ -6,6 +6,9 @@
 #                                    INIT_PID= lines (stdout is KEY=VALUE only)
 #   demo-runc.sh session <audit-id>  one exec session as a KEP-6035 runtime lands a
 #                                    `kubectl exec`, then one forged root
+#   demo-runc.sh exec <audit-id|-> <script>
+#                                    `sh -c <script>` as a KEP-6035 runtime lands a
+#                                    `kubectl exec` with that audit ID ("-": none)
 #   demo-runc.sh down                kill and delete the container and its cgroups
 #
 # The container uses runc's default state root, so `runc exec correlator-demo ...`
@@ -26,7 +29,7 @@ log() { echo "demo-runc: $*" >&2; }
 die() { log "$*"; exit 1; }
 
 usage() {
-	echo "usage: $0 up | session <audit-id> | down" >&2
+	echo "usage: $0 up | session <audit-id> | exec <audit-id|-> <script> | down" >&2
 	exit 2
 }
 
@@ -206,17 +209,29 @@ cmd_session() {
 	runc exec "$NAME" sh -c "$FORGED_SCRIPT"
 }
 
+cmd_exec() {
+	local audit_id=${1:-} script=${2:-}
+	[[ -n $audit_id && -n $script ]] || usage
+	[[ $(status) == running ]] || die "container $NAME is not running; run: $0 up"
+	if [[ $audit_id == - ]]; then
+		runc exec "$NAME" sh -c "$script"
+	else
+		runc exec --env "$KEY=$audit_id" "$NAME" sh -c "$script"
+	fi
+}
+
 main() {
 	(($# >= 1)) || usage
 	local cmd=$1
 	shift
 	case $cmd in
-	up | session | down) ensure_deps "$cmd" ;;
+	up | session | exec | down) ensure_deps "$cmd" ;;
 	*) usage ;;
 	esac
 	case $cmd in
 	up) cmd_up ;;
 	session) cmd_session "$@" ;;
+	exec) cmd_exec "$@" ;;
 	down) teardown && log "down: nothing left" ;;
 	esac
 }
