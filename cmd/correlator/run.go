@@ -137,7 +137,7 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 		return err
 	}
 	defer st.Close()
-	writer := store.NewWriter(st, 1000, 200*time.Millisecond)
+	writer := store.NewWriter(st, 1000, 200*time.Millisecond, store.WithCommitWhenIdle())
 	res, err := meta.New(meta.Config{PodMapPath: o.podMap, CRISocket: o.criSocket, CacheSize: 4096}, log, reg)
 	if err != nil {
 		return err

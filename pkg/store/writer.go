@@ -19,10 +19,11 @@ type BatchWriter interface {
 // one batch collapse to the last one added. Each Add lands whole in one
 // transaction, so a crash loses at most the batch that was open.
 type Writer struct {
-	dst      BatchWriter
-	maxBatch int
-	maxDelay time.Duration
-	onCommit func(Batch, error)
+	dst        BatchWriter
+	maxBatch   int
+	maxDelay   time.Duration
+	onCommit   func(Batch, error)
+	idleCommit bool
 
 	mu     sync.RWMutex // write-held only to close
 	closed bool
@@ -47,6 +48,14 @@ type WriterOption func(*Writer)
 // goroutine, with the batch and the commit's error.
 func WithCommitHook(fn func(Batch, error)) WriterOption {
 	return func(w *Writer) { w.onCommit = fn }
+}
+
+// WithCommitWhenIdle commits as soon as nothing more is queued, instead of
+// waiting up to maxDelay for company: group commit. Under load, rows queue
+// while a commit runs, so batches still grow; idle, a row is stored within
+// one commit's time.
+func WithCommitWhenIdle() WriterOption {
+	return func(w *Writer) { w.idleCommit = true }
 }
 
 // WriterStats counts what a Writer did.
@@ -166,7 +175,7 @@ func (w *Writer) loop() {
 				timer.Reset(w.maxDelay)
 			}
 			p.add(it.b)
-			if p.rows >= w.maxBatch {
+			if p.rows >= w.maxBatch || (w.idleCommit && len(w.in) == 0) {
 				w.commit(&p)
 				timer.Stop()
 			}

@@ -170,3 +170,59 @@ func TestWriterAddHonoursContext(t *testing.T) {
 type blockingWriter chan struct{}
 
 func (b blockingWriter) Write(context.Context, Batch) error { <-b; return nil }
+
+// TestWriterCommitsWhenIdle: with group commit, a lone row is committed
+// without waiting for maxDelay (an hour here), and rows queued behind a
+// slow commit share the next one.
+func TestWriterCommitsWhenIdle(t *testing.T) {
+	gate := make(chan struct{})
+	r := &gatedRecorder{gate: gate, entered: make(chan struct{}, 16)}
+	committed := make(chan Batch, 16)
+	w := NewWriter(r, 1000, time.Hour, WithCommitWhenIdle(), WithCommitHook(func(b Batch, err error) { committed <- b }))
+	defer w.Close()
+	ctx := context.Background()
+	w.Add(ctx, Batch{Sessions: []Session{session("a", "alice", 0)}})
+	select {
+	case <-r.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lone row was not committed while the queue was idle")
+	}
+	// The first commit is now blocked in Write; queue three more behind it.
+	for _, id := range []string{"b", "c", "d"} {
+		w.Add(ctx, Batch{Sessions: []Session{session(id, "bob", 0)}})
+	}
+	close(gate)
+	var sizes []int
+	for len(sizes) == 0 || sum(sizes) < 4 {
+		select {
+		case b := <-committed:
+			sizes = append(sizes, b.Len())
+		case <-time.After(10 * time.Second):
+			t.Fatalf("commits %v: rows left waiting for maxDelay", sizes)
+		}
+	}
+	if sizes[0] != 1 || len(sizes) > 3 {
+		t.Errorf("commit sizes %v: want the lone first row alone, then the queued rows grouped", sizes)
+	}
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+// gatedRecorder blocks every Write until gate is closed.
+type gatedRecorder struct {
+	recorder
+	gate    chan struct{}
+	entered chan struct{}
+}
+
+func (g *gatedRecorder) Write(ctx context.Context, b Batch) error {
+	g.entered <- struct{}{}
+	<-g.gate
+	return g.recorder.Write(ctx, b)
+}

@@ -1,0 +1,281 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/internal/testutil"
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/store"
+)
+
+// Production settings of the store writer, as `correlator run` uses them
+// (with group commit).
+const (
+	runMaxBatch = 1000
+	runMaxDelay = 200 * time.Millisecond
+)
+
+// commitClock records when each session's first attributed process was
+// committed, from the writer's commit hook.
+type commitClock struct {
+	mu   sync.Mutex
+	at   map[string]time.Time
+	want int
+	done chan struct{}
+}
+
+func newCommitClock(want int) *commitClock {
+	return &commitClock{at: map[string]time.Time{}, want: want, done: make(chan struct{})}
+}
+
+func (c *commitClock) hook(b store.Batch, err error) {
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range b.Processes {
+		if p.Attribution == "" || p.AuditID == "" {
+			continue
+		}
+		if _, ok := c.at[p.AuditID]; !ok {
+			c.at[p.AuditID] = now
+			if len(c.at) == c.want {
+				close(c.done)
+			}
+		}
+	}
+}
+
+type benchPipeline struct {
+	a      *Agent
+	st     *store.Store
+	w      *store.Writer
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newBenchPipeline(b *testing.B, opts ...store.WriterOption) *benchPipeline {
+	b.Helper()
+	st, err := store.Open(filepath.Join(b.TempDir(), "c.db"), store.Config{}, zerolog.Nop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := store.NewWriter(st, runMaxBatch, runMaxDelay, append(opts, store.WithCommitWhenIdle())...)
+	cfg := Default()
+	a, err := New(cfg, staticMeta{ctr: {ContainerID: ctr, Namespace: "shop", Pod: "web-0", Container: "app"}}, w, zerolog.Nop(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &benchPipeline{a: a, st: st, w: w, cancel: cancel, done: make(chan struct{})}
+	go func() { defer close(p.done); a.Run(ctx) }()
+	b.Cleanup(p.close)
+	return p
+}
+
+func (p *benchPipeline) close() {
+	p.cancel()
+	<-p.done
+	p.w.Close()
+	p.st.Close()
+}
+
+func rootEvent(i int, id string, at time.Time) capture.Event {
+	return capture.Event{Kind: capture.KindExec, Time: at, ProcessID: fmt.Sprintf("%d-1", 1000+i),
+		ParentProcessID: "90-1", PID: uint32(1000 + i), PPID: 90, Argv: []string{"sh"}, Filename: "/bin/sh",
+		ContainerID: ctr, AuditID: id, Source: capture.SourceEnv}
+}
+
+// sendAudit retries while the agent's audit queue is full, as the webhook's
+// sender does after a 429.
+func sendAudit(b *testing.B, a *Agent, evs []auditlog.Event) {
+	for {
+		err := a.AuditSink()(context.Background(), evs)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, auditlog.ErrBusy) {
+			b.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func auditEvents(b *testing.B, parser *auditlog.Parser, id string, at time.Time) []auditlog.Event {
+	req := testutil.ExecRequest{AuditID: id, User: "alice", Namespace: "shop", Pod: "web-0", Container: "app",
+		Command: []string{"sh"}, Received: at, Duration: time.Second}
+	var evs []auditlog.Event
+	for _, line := range strings.SplitAfter(strings.TrimSpace(string(req.LogLines())), "\n") {
+		evs = append(evs, parser.ParseLine([]byte(strings.TrimSpace(line)))...)
+	}
+	if len(evs) != 3 {
+		b.Fatalf("parsed %d audit events, want 3", len(evs))
+	}
+	return evs
+}
+
+// BenchmarkJoinLatency measures, per session, the time from the arrival of
+// the second side (the audit record after the process, or the process
+// after the record) to the commit of the attributed process row, through
+// the agent and the SQLite writer with `correlator run`'s settings (group
+// commit, batches of up to 1000 rows). Second sides arrive one per
+// millisecond.
+func BenchmarkJoinLatency(b *testing.B) {
+	for _, order := range []string{"record-second", "process-second"} {
+		b.Run(order, func(b *testing.B) {
+			clock := newCommitClock(b.N)
+			p := newBenchPipeline(b, store.WithCommitHook(clock.hook))
+			ctx := context.Background()
+			parser := auditlog.NewParser(0)
+			at := time.Now()
+			ids := make([]string, b.N)
+			recs := make([][]auditlog.Event, b.N)
+			for i := range ids {
+				ids[i] = testutil.RandomUUID()
+				recs[i] = auditEvents(b, parser, ids[i], at)
+			}
+			first := func(i int) error {
+				if order == "record-second" {
+					return p.a.Process(ctx, rootEvent(i, ids[i], at))
+				}
+				sendAudit(b, p.a, recs[i])
+				return nil
+			}
+			second := func(i int) error {
+				if order == "record-second" {
+					sendAudit(b, p.a, recs[i])
+					return nil
+				}
+				return p.a.Process(ctx, rootEvent(i, ids[i], at))
+			}
+			for i := range ids {
+				if err := first(i); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// Let the first sides settle (and be stored) before timing.
+			time.Sleep(2 * runMaxDelay)
+			p.w.Flush(ctx)
+			arrival := make([]time.Time, b.N)
+			tick := time.NewTicker(time.Millisecond)
+			b.ResetTimer()
+			for i := range ids {
+				<-tick.C
+				arrival[i] = time.Now()
+				if err := second(i); err != nil {
+					b.Fatal(err)
+				}
+			}
+			select {
+			case <-clock.done:
+			case <-time.After(30 * time.Second):
+				b.Fatalf("only %d of %d sessions committed attributed", len(clock.at), b.N)
+			}
+			b.StopTimer()
+			tick.Stop()
+			lat := make([]time.Duration, b.N)
+			clock.mu.Lock()
+			for i, id := range ids {
+				lat[i] = clock.at[id].Sub(arrival[i])
+			}
+			clock.mu.Unlock()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
+}
+
+// rssBytes reads the process's resident set from /proc/self/status.
+func rssBytes(b *testing.B) uint64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
+
+// BenchmarkLiveProcesses100k holds 100,000 live (never exited) session
+// processes, 1,000 sessions of 100, in the agent, attributed and stored,
+// and reports the process's RSS and Go heap afterwards. One op is the
+// whole 100k, done once whatever b.N is.
+func BenchmarkLiveProcesses100k(b *testing.B) {
+	const sessions, perSession = 1000, 100
+	{
+		clock := newCommitClock(sessions)
+		var stored sync.WaitGroup
+		stored.Add(1)
+		var rows, once = 0, sync.Once{}
+		var mu sync.Mutex
+		hook := func(bt store.Batch, err error) {
+			clock.hook(bt, err)
+			mu.Lock()
+			defer mu.Unlock()
+			for _, p := range bt.Processes {
+				if p.Attribution != "" {
+					rows++
+				}
+			}
+			if rows >= sessions*perSession {
+				once.Do(stored.Done)
+			}
+		}
+		p := newBenchPipeline(b, store.WithCommitHook(hook))
+		ctx := context.Background()
+		parser := auditlog.NewParser(0)
+		at := time.Now()
+		for s := 0; s < sessions; s++ {
+			id := testutil.RandomUUID()
+			sendAudit(b, p.a, auditEvents(b, parser, id, at))
+			root := rootEvent(s*perSession, id, at)
+			if err := p.a.Process(ctx, root); err != nil {
+				b.Fatal(err)
+			}
+			for c := 1; c < perSession; c++ {
+				ev := rootEvent(s*perSession+c, id, at)
+				ev.ParentProcessID, ev.Source, ev.SessionRootID = root.ProcessID, capture.SourceInherited, root.ProcessID
+				ev.Argv = []string{"sleep", "infinity"}
+				if err := p.a.Process(ctx, ev); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		stored.Wait()
+		st := p.a.joiner.Stats()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(rssBytes(b))/(1<<20), "RSS-MiB")
+		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
+		b.ReportMetric(float64(st.Processes), "live-processes")
+		if st.Processes < sessions*perSession {
+			b.Fatalf("joiner holds %d processes, want %d", st.Processes, sessions*perSession)
+		}
+	}
+}
