@@ -159,7 +159,7 @@ func (e *Engine) build(r *Rule, in *Input, id, processID, matched string, now ti
 		Time:      now.UTC(),
 		Rule:      r.Name,
 		Severity:  r.Severity,
-		Message:   msg,
+		Message:   strings.ToValidUTF8(msg, "\uFFFD"), // as JSON and syslog would carry it
 		AuditID:   in.auditID(),
 		ProcessID: processID,
 		Payload:   payload,

@@ -61,6 +61,10 @@ func (s *syslogSink) dial(ctx context.Context) (net.Conn, error) {
 func (s *syslogSink) Deliver(ctx context.Context, alerts []store.Alert) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.conn != nil && s.spec.Network != "udp" && peerClosed(s.conn) {
+		s.conn.Close() // a write now would vanish into a dead connection
+		s.conn = nil
+	}
 	if s.conn == nil {
 		c, err := s.dial(ctx)
 		if err != nil {
@@ -113,4 +117,17 @@ func (s *syslogSink) Close() error {
 	err := s.conn.Close()
 	s.conn = nil
 	return err
+}
+
+// peerClosed reports whether the receiver has closed the stream (syslog
+// receivers never send, so any readable byte or EOF means trouble).
+func peerClosed(c net.Conn) bool {
+	_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
+	var b [1]byte
+	_, err := c.Read(b[:])
+	_ = c.SetReadDeadline(time.Time{})
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return false
+	}
+	return true
 }
