@@ -1,6 +1,9 @@
 package alert
 
 import (
+	"context"
+	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,4 +63,31 @@ func ruleNames(alerts []store.Alert) []string {
 		n = append(n, a.Rule)
 	}
 	return n
+}
+
+// countingSink counts alerts its sink accepted.
+type countingSink struct {
+	Deliverer
+	mu sync.Mutex
+	n  *int
+}
+
+func (c *countingSink) Deliver(ctx context.Context, alerts []store.Alert) error {
+	err := c.Deliverer.Deliver(ctx, alerts)
+	if err == nil {
+		c.mu.Lock()
+		*c.n += len(alerts)
+		c.mu.Unlock()
+	}
+	return err
+}
+
+func (c *countingSink) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return *c.n
+}
+
+func marshalPayload(s *store.Session) ([]byte, error) {
+	return json.Marshal(payload{Input: &Input{Session: s}})
 }

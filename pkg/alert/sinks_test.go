@@ -290,7 +290,9 @@ func TestHTTPStatusHandling(t *testing.T) {
 	}
 }
 
-func isRejected(err error) bool { return err != nil && strings.Contains(err.Error(), ErrRejected.Error()) }
+func isRejected(err error) bool {
+	return err != nil && strings.Contains(err.Error(), ErrRejected.Error())
+}
 
 func TestFileSink(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "alerts.jsonl")
