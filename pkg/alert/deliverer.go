@@ -14,7 +14,9 @@ type Deliverer interface {
 	Name() string
 	// Deliver sends the batch. nil means every alert was delivered; an
 	// error means the whole batch is retried later, so receivers should
-	// dedupe by Alert.ID (sinks do where the receiver allows).
+	// dedupe by Alert.ID (sinks do where the receiver allows). An error
+	// wrapping ErrRejected (the receiver refused the batch as malformed)
+	// drops the batch instead, counted as dropped{reason="rejected"}.
 	Deliver(ctx context.Context, alerts []store.Alert) error
 	// Close releases connections and files.
 	Close() error
