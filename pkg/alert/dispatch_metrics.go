@@ -1,0 +1,67 @@
+package alert
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// dispatchMetrics are the per-sink delivery metrics.
+type dispatchMetrics struct {
+	sent, failures, retries, spooled *prometheus.CounterVec
+	dropped                          *prometheus.CounterVec
+	depth, depthBytes                *prometheus.GaugeVec
+}
+
+// dropReasons: overflow (spool full, oldest dropped), too_large (one alert
+// larger than the spool), corrupt (torn or damaged spool records), rejected
+// (the receiver refused the batch as malformed; retrying cannot help).
+var dropReasons = []string{"overflow", "too_large", "corrupt", "rejected"}
+
+func newDispatchMetrics(reg prometheus.Registerer) (*dispatchMetrics, error) {
+	cv := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, append([]string{"sink"}, labels...))
+	}
+	m := &dispatchMetrics{
+		sent:     cv("correlator_alert_sink_sent_total", "Alerts a sink accepted."),
+		failures: cv("correlator_alert_sink_failures_total", "Delivery attempts (batches) that failed."),
+		retries:  cv("correlator_alert_sink_retries_total", "Alerts sent again after a failed attempt."),
+		spooled:  cv("correlator_alert_spooled_total", "Alerts written to a sink's spool."),
+		dropped:  cv("correlator_alert_dropped_total", "Alerts dropped, by reason.", "reason"),
+		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "correlator_alert_spool_depth", Help: "Alerts in a sink's spool, not yet delivered.",
+		}, []string{"sink"}),
+		depthBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "correlator_alert_spool_bytes", Help: "Bytes of undelivered alerts in a sink's spool.",
+		}, []string{"sink"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.sent, m.failures, m.retries, m.spooled, m.dropped, m.depth, m.depthBytes} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// sinkEvents binds the metrics to one sink, for its spool.
+type sinkEvents struct {
+	m    *dispatchMetrics
+	sink string
+}
+
+func (e sinkEvents) dropped(reason string, n int) {
+	e.m.dropped.WithLabelValues(e.sink, reason).Add(float64(n))
+}
+
+func (e sinkEvents) depth(entries int, bytes int64) {
+	e.m.depth.WithLabelValues(e.sink).Set(float64(entries))
+	e.m.depthBytes.WithLabelValues(e.sink).Set(float64(bytes))
+}
+
+func (e sinkEvents) init() {
+	for _, c := range []*prometheus.CounterVec{e.m.sent, e.m.failures, e.m.retries, e.m.spooled} {
+		c.WithLabelValues(e.sink)
+	}
+	for _, r := range dropReasons {
+		e.m.dropped.WithLabelValues(e.sink, r)
+	}
+}

@@ -1,0 +1,328 @@
+package alert
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/pkg/store"
+)
+
+// ErrRejected marks a Deliver error that retrying cannot fix (the receiver
+// refused the batch as malformed); the Dispatcher drops the batch and
+// counts it instead of retrying forever.
+var ErrRejected = errors.New("rejected by the receiver")
+
+// DispatcherConfig tunes a Dispatcher. Zero fields take defaults.
+type DispatcherConfig struct {
+	// SpoolDir holds one spool directory per sink.
+	SpoolDir string
+	// SpoolMaxBytes and SpoolMaxEntries bound each sink's spool (defaults
+	// 256 MiB and 1,000,000); when full, the oldest alerts are dropped, an
+	// eighth of the bound at a time.
+	SpoolMaxBytes   int64
+	SpoolMaxEntries int
+	// BatchSize is the most alerts one Deliver call gets (default 500).
+	BatchSize int
+	// DeliverTimeout bounds one Deliver call (default 30s).
+	DeliverTimeout time.Duration
+	// InitialBackoff and MaxBackoff shape the retry delays, which grow
+	// exponentially with ±50% jitter (defaults 500ms and 60s).
+	InitialBackoff, MaxBackoff time.Duration
+	// CloseTimeout bounds Close's last delivery attempt (default 5s).
+	CloseTimeout time.Duration
+}
+
+func (c DispatcherConfig) withDefaults() DispatcherConfig {
+	def := func(v *int64, d int64) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.SpoolMaxBytes, 256<<20)
+	for _, p := range []struct {
+		v *int
+		d int
+	}{{&c.SpoolMaxEntries, 1_000_000}, {&c.BatchSize, 500}} {
+		if *p.v <= 0 {
+			*p.v = p.d
+		}
+	}
+	for _, p := range []struct {
+		v *time.Duration
+		d time.Duration
+	}{{&c.DeliverTimeout, 30 * time.Second}, {&c.InitialBackoff, 500 * time.Millisecond},
+		{&c.MaxBackoff, 60 * time.Second}, {&c.CloseTimeout, 5 * time.Second}} {
+		if *p.v <= 0 {
+			*p.v = p.d
+		}
+	}
+	return c
+}
+
+// Dispatcher fans alerts out to sinks, each with its own spool and
+// delivery loop.
+type Dispatcher struct {
+	cfg   DispatcherConfig
+	log   zerolog.Logger
+	m     *dispatchMetrics
+	sinks []*sinkState
+
+	stop     chan struct{} // closed by Close, stops Run
+	stopOnce sync.Once
+	running  sync.WaitGroup
+}
+
+type sinkState struct {
+	d     Deliverer
+	name  string
+	spool *spool
+	wake  chan struct{}
+	ev    sinkEvents
+	log   zerolog.Logger
+}
+
+// NewDispatcher opens a spool per sink under cfg.SpoolDir (what a previous
+// run left there is delivered first).
+func NewDispatcher(cfg DispatcherConfig, sinks []Deliverer, log zerolog.Logger, reg prometheus.Registerer) (*Dispatcher, error) {
+	cfg = cfg.withDefaults()
+	if cfg.SpoolDir == "" {
+		return nil, errors.New("creating alert dispatcher: no spool directory")
+	}
+	m, err := newDispatchMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering alert dispatcher metrics: %w", err)
+	}
+	d := &Dispatcher{cfg: cfg, log: log.With().Str("component", "alert-dispatcher").Logger(), m: m, stop: make(chan struct{})}
+	seen := map[string]bool{}
+	for _, s := range sinks {
+		name := s.Name()
+		if seen[name] {
+			d.closeSpools()
+			return nil, fmt.Errorf("creating alert dispatcher: sink %s given twice", name)
+		}
+		seen[name] = true
+		ev := sinkEvents{m: m, sink: name}
+		ev.init()
+		sp, err := openSpool(filepath.Join(cfg.SpoolDir, spoolDirName(name)),
+			spoolLimits{maxBytes: cfg.SpoolMaxBytes, maxEntries: cfg.SpoolMaxEntries}, ev)
+		if err != nil {
+			d.closeSpools()
+			return nil, fmt.Errorf("opening spool for sink %s: %w", name, err)
+		}
+		d.sinks = append(d.sinks, &sinkState{d: s, name: name, spool: sp, wake: make(chan struct{}, 1), ev: ev,
+			log: d.log.With().Str("sink", name).Logger()})
+	}
+	return d, nil
+}
+
+// spoolDirName is a readable, collision-free directory name for a sink.
+func spoolDirName(name string) string {
+	clean := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
+			return r
+		}
+		return '_'
+	}, name)
+	if len(clean) > 48 {
+		clean = clean[:48]
+	}
+	h := sha256.Sum256([]byte(name))
+	return clean + "-" + hex.EncodeToString(h[:4])
+}
+
+// Submit writes the alerts to every sink's spool; once it returns nil they
+// are on disk and will be delivered, across restarts, at least once.
+func (d *Dispatcher) Submit(ctx context.Context, alerts []store.Alert) error {
+	if len(alerts) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	recs := make([][]byte, 0, len(alerts))
+	for i := range alerts {
+		b, err := json.Marshal(&alerts[i])
+		if err != nil {
+			return fmt.Errorf("encoding alert %s: %w", alerts[i].ID, err)
+		}
+		recs = append(recs, b)
+	}
+	var errs []error
+	for _, s := range d.sinks {
+		if err := s.spool.append(recs); err != nil {
+			errs = append(errs, fmt.Errorf("spooling alerts for sink %s: %w", s.name, err))
+			continue
+		}
+		s.ev.m.spooled.WithLabelValues(s.name).Add(float64(len(recs)))
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run delivers spooled alerts until ctx is done or Close is called.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-d.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var wg sync.WaitGroup
+	for _, s := range d.sinks {
+		wg.Add(1)
+		d.running.Add(1)
+		go func() {
+			defer wg.Done()
+			defer d.running.Done()
+			d.loop(ctx, s)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (d *Dispatcher) loop(ctx context.Context, s *sinkState) {
+	for ctx.Err() == nil {
+		n, err := d.deliverBatch(ctx, s, true)
+		if err != nil && ctx.Err() == nil {
+			s.log.Error().Err(err).Msg("delivering alerts")
+		}
+		if n > 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-s.wake:
+		case <-time.After(time.Second): // a spool error, or a wake-up lost to a race
+		}
+	}
+}
+
+// deliverBatch sends the next batch, retrying (when retry) until it is
+// delivered, rejected, or ctx ends; it returns how many alerts it consumed.
+func (d *Dispatcher) deliverBatch(ctx context.Context, s *sinkState, retry bool) (int, error) {
+	recs, next, err := s.spool.peek(d.cfg.BatchSize, 4<<20)
+	if err != nil || len(recs) == 0 {
+		return 0, err
+	}
+	alerts := make([]store.Alert, 0, len(recs))
+	for _, r := range recs {
+		var a store.Alert
+		if err := json.Unmarshal(r, &a); err != nil {
+			s.ev.dropped("corrupt", 1)
+			continue
+		}
+		alerts = append(alerts, a)
+	}
+	attempt := 0
+	op := func() error {
+		if attempt > 0 {
+			d.m.retries.WithLabelValues(s.name).Add(float64(len(alerts)))
+		}
+		attempt++
+		if len(alerts) == 0 {
+			return nil
+		}
+		actx, cancel := context.WithTimeout(ctx, d.cfg.DeliverTimeout)
+		defer cancel()
+		err := s.d.Deliver(actx, alerts)
+		if err == nil {
+			return nil
+		}
+		d.m.failures.WithLabelValues(s.name).Inc()
+		if errors.Is(err, ErrRejected) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}
+	if retry {
+		b := backoff.NewExponentialBackOff()
+		b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = d.cfg.InitialBackoff, d.cfg.MaxBackoff, 0
+		b.RandomizationFactor = 0.5
+		err = backoff.RetryNotify(op, backoff.WithContext(b, ctx), func(err error, wait time.Duration) {
+			s.log.Warn().Err(err).Int("alerts", len(alerts)).Dur("retry_in", wait).Msg("delivering alerts")
+		})
+	} else {
+		err = op()
+	}
+	switch {
+	case err == nil:
+		d.m.sent.WithLabelValues(s.name).Add(float64(len(alerts)))
+	case errors.Is(err, ErrRejected):
+		s.ev.dropped("rejected", len(alerts))
+		s.log.Error().Err(err).Int("alerts", len(alerts)).Msg("dropping alerts the receiver rejected")
+	default:
+		return 0, err // not delivered: stays in the spool
+	}
+	if err := s.spool.ack(next, len(recs)); err != nil {
+		return len(recs), err
+	}
+	return len(recs), nil
+}
+
+// Pending returns how many alerts wait in a sink's spool.
+func (d *Dispatcher) Pending(sink string) int {
+	for _, s := range d.sinks {
+		if s.name == sink {
+			return s.spool.depth()
+		}
+	}
+	return 0
+}
+
+// Close stops Run, makes one last delivery attempt per sink (bounded by
+// CloseTimeout), then closes spools and sinks. What is left stays spooled
+// for the next start.
+func (d *Dispatcher) Close() error {
+	d.stopOnce.Do(func() { close(d.stop) })
+	d.running.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.CloseTimeout)
+	defer cancel()
+	var errs []error
+	for _, s := range d.sinks {
+		for ctx.Err() == nil {
+			n, err := d.deliverBatch(ctx, s, false)
+			if err != nil {
+				s.log.Warn().Err(err).Int("pending", s.spool.depth()).Msg("alerts left in the spool at close")
+			}
+			if n == 0 || err != nil {
+				break
+			}
+		}
+		if err := s.d.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing sink %s: %w", s.name, err))
+		}
+	}
+	if err := d.closeSpools(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Dispatcher) closeSpools() error {
+	var errs []error
+	for _, s := range d.sinks {
+		if err := s.spool.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,237 @@
+package alert
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/pkg/store"
+)
+
+// DefaultRecentIDs is how many alert IDs an Engine remembers to suppress
+// repeats (the joiner re-emits a process as it learns more about it).
+const DefaultRecentIDs = 65536
+
+// Engine evaluates rules over inputs. It is safe for concurrent use.
+type Engine struct {
+	rules  []Rule
+	log    zerolog.Logger
+	m      *engineMetrics
+	recent *lru.Cache[string, struct{}]
+}
+
+// EngineOption tunes an Engine.
+type EngineOption func(*engineOptions)
+
+type engineOptions struct{ recentIDs int }
+
+// WithRecentIDs sets how many emitted alert IDs are remembered to suppress
+// repeats; 0 turns suppression off (every match is returned).
+func WithRecentIDs(n int) EngineOption { return func(o *engineOptions) { o.recentIDs = n } }
+
+// NewEngine compiles rules (those from ParseRules already are) and
+// registers the engine's metrics on reg, if not nil. A rule that does not
+// compile is an error naming it.
+func NewEngine(rules []Rule, log zerolog.Logger, reg prometheus.Registerer, opts ...EngineOption) (*Engine, error) {
+	o := engineOptions{recentIDs: DefaultRecentIDs}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	e := &Engine{log: log.With().Str("component", "alert-engine").Logger()}
+	seen := map[string]bool{}
+	for i, r := range rules {
+		if !r.compiled {
+			if err := r.compile(); err != nil {
+				return nil, &RuleError{Index: i, Name: r.Name, Err: err}
+			}
+		}
+		if seen[r.Name] {
+			return nil, &RuleError{Index: i, Name: r.Name, Err: errors.New("duplicate rule name")}
+		}
+		seen[r.Name] = true
+		e.rules = append(e.rules, r)
+	}
+	m, err := newEngineMetrics(reg, e.rules)
+	if err != nil {
+		return nil, fmt.Errorf("registering alert engine metrics: %w", err)
+	}
+	e.m = m
+	if o.recentIDs > 0 {
+		e.recent, _ = lru.New[string, struct{}](o.recentIDs)
+	}
+	return e, nil
+}
+
+// Rules returns the engine's rules.
+func (e *Engine) Rules() []Rule { return e.rules }
+
+// CountRuleErrors logs and counts the rule errors in err (from
+// ParseRules), returning how many there were.
+func (e *Engine) CountRuleErrors(err error) int {
+	if err == nil {
+		return 0
+	}
+	n := 0
+	var walk func(error)
+	walk = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		n++
+		e.log.Warn().Err(err).Msg("skipping alert rule")
+	}
+	walk(err)
+	e.m.ruleErrors.Add(float64(n))
+	return n
+}
+
+// Evaluate returns an alert for every rule the input matches, except those
+// emitted recently (same ID). now is the alerts' Time.
+func (e *Engine) Evaluate(in Input, now time.Time) []store.Alert {
+	e.m.evaluations.Inc()
+	var out []store.Alert
+	for i := range e.rules {
+		r := &e.rules[i]
+		if (r.Scope == ScopeProcess && in.Process == nil) || (r.Scope == ScopeSession && in.Session == nil) {
+			continue
+		}
+		mt := matcher{in: &in}
+		if !mt.match(&r.Match) {
+			continue
+		}
+		processID := ""
+		if in.Process != nil && r.Scope != ScopeSession {
+			processID = in.Process.ProcessID
+		}
+		matched := strings.Join(mt.facts, " ")
+		id := alertID(r.Name, in.auditID(), processID, matched)
+		if e.recent != nil {
+			if ok, _ := e.recent.ContainsOrAdd(id, struct{}{}); ok {
+				e.m.suppressed.Inc()
+				continue
+			}
+		}
+		e.m.matches.WithLabelValues(r.Name).Inc()
+		a, err := e.build(r, &in, id, processID, matched, now)
+		if err != nil {
+			e.log.Error().Err(err).Str("rule", r.Name).Msg("building alert")
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func (e *Engine) build(r *Rule, in *Input, id, processID, matched string, now time.Time) (store.Alert, error) {
+	unresolved := 0
+	msg := Expand(r.Message, func(name string) string {
+		v, ok := in.field(r, matched, name)
+		if !ok {
+			unresolved++
+			return syntaxWrap(name)
+		}
+		return v
+	})
+	if unresolved > 0 {
+		e.m.templateUnresolved.WithLabelValues(r.Name).Add(float64(unresolved))
+	}
+	payload, err := json.Marshal(payload{
+		Rule:    ruleRef{Name: r.Name, Description: r.Description, Severity: r.Severity},
+		Matched: matched,
+		Input:   in,
+	})
+	if err != nil {
+		return store.Alert{}, fmt.Errorf("encoding alert payload: %w", err)
+	}
+	return store.Alert{
+		ID:        id,
+		Time:      now.UTC(),
+		Rule:      r.Name,
+		Severity:  r.Severity,
+		Message:   strings.ToValidUTF8(msg, "\uFFFD"), // as JSON and syslog would carry it
+		AuditID:   in.auditID(),
+		ProcessID: processID,
+		Payload:   payload,
+	}, nil
+}
+
+// payload is an alert's Payload: the rule, what matched, and the input.
+type payload struct {
+	Rule    ruleRef `json:"rule"`
+	Matched string  `json:"matched,omitempty"`
+	*Input
+}
+
+type ruleRef struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Severity    string `json:"severity"`
+}
+
+// alertID is stable across restarts: the same rule, session, process and
+// matched fact give the same ID; fields are length-prefixed so that no two
+// tuples collide by concatenation.
+func alertID(rule, auditID, processID, matched string) string {
+	h := sha256.New()
+	for _, s := range []string{rule, auditID, processID, matched} {
+		fmt.Fprintf(h, "%d:%s;", len(s), s)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+type engineMetrics struct {
+	evaluations        prometheus.Counter
+	matches            *prometheus.CounterVec
+	templateUnresolved *prometheus.CounterVec
+	ruleErrors         prometheus.Counter
+	suppressed         prometheus.Counter
+}
+
+func newEngineMetrics(reg prometheus.Registerer, rules []Rule) (*engineMetrics, error) {
+	m := &engineMetrics{
+		evaluations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "correlator_alert_evaluations_total",
+			Help: "Inputs (sessions or processes) evaluated against the alert rules.",
+		}),
+		matches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "correlator_alert_rule_matches_total",
+			Help: "Alerts raised, by rule (repeats suppressed by ID are not counted).",
+		}, []string{"rule"}),
+		templateUnresolved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "correlator_alert_template_unresolved_total",
+			Help: "Message template references left verbatim because the input lacked them (a pod label), by rule.",
+		}, []string{"rule"}),
+		ruleErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "correlator_alert_rule_errors_total",
+			Help: "Alert rules skipped because they did not parse or compile.",
+		}),
+		suppressed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "correlator_alert_suppressed_total",
+			Help: "Matches not raised again because an alert with the same ID was raised recently.",
+		}),
+	}
+	for _, r := range rules {
+		m.matches.WithLabelValues(r.Name)
+		m.templateUnresolved.WithLabelValues(r.Name)
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.evaluations, m.matches, m.templateUnresolved, m.ruleErrors, m.suppressed} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,134 @@
+package alert
+
+import (
+	"strconv"
+	"strings"
+)
+
+// fieldFuncs are the $(field) names a message template may use. Values are
+// inserted as data: Expand never looks inside them.
+var fieldNames = []string{
+	"rule", "severity", "description", "matched",
+	"user", "impersonatedUser", "userUID", "groups", "sourceIP", "userAgent",
+	"namespace", "pod", "container", "command", "envNames", "tty", "stdin",
+	"argv", "filename", "pid", "ppid", "processUID", "attribution", "flags",
+	"auditID", "claimedAuditID", "processID",
+}
+
+// knownField reports whether a template may refer to name; label.KEY
+// refers to a pod label.
+func knownField(name string) bool {
+	if k, ok := strings.CutPrefix(name, "label."); ok {
+		return k != ""
+	}
+	for _, f := range fieldNames {
+		if f == name {
+			return true
+		}
+	}
+	return false
+}
+
+// field returns a template field's value; ok is false for a label that is
+// not known, which Expand then leaves verbatim.
+func (in *Input) field(r *Rule, matched, name string) (string, bool) {
+	s, p := in.Session, in.Process
+	switch name {
+	case "rule":
+		return r.Name, true
+	case "severity":
+		return r.Severity, true
+	case "description":
+		return r.Description, true
+	case "matched":
+		return matched, true
+	case "user":
+		if s != nil {
+			return s.Username, true
+		}
+	case "impersonatedUser":
+		if s != nil && s.ImpersonatedUser != nil {
+			return s.ImpersonatedUser.Username, true
+		}
+	case "userUID":
+		if s != nil {
+			return s.UID, true
+		}
+	case "groups":
+		return strings.Join(in.groups(), ","), true
+	case "sourceIP":
+		if s != nil && len(s.SourceIPs) > 0 {
+			return s.SourceIPs[0], true
+		}
+	case "userAgent":
+		if s != nil {
+			return s.UserAgent, true
+		}
+	case "namespace", "pod", "container":
+		return strings.Join(in.where(name), ","), true
+	case "command":
+		if s != nil {
+			return strings.Join(s.Command, " "), true
+		}
+	case "envNames":
+		return strings.Join(in.envNames(), ","), true
+	case "tty":
+		return strconv.FormatBool(s != nil && s.TTY), true
+	case "stdin":
+		return strconv.FormatBool(s != nil && s.Stdin), true
+	case "argv":
+		if p != nil {
+			return strings.Join(p.Argv, " "), true
+		}
+	case "filename":
+		if p != nil {
+			return p.Filename, true
+		}
+	case "pid":
+		if p != nil {
+			return strconv.Itoa(p.PID), true
+		}
+	case "ppid":
+		if p != nil {
+			return strconv.Itoa(p.PPID), true
+		}
+	case "processUID":
+		if p != nil {
+			return strconv.Itoa(p.UID), true
+		}
+	case "attribution":
+		if p != nil {
+			return p.Attribution, true
+		}
+	case "flags":
+		return strings.Join(in.flags(), ","), true
+	case "auditID":
+		return in.auditID(), true
+	case "claimedAuditID":
+		if p != nil {
+			return p.ClaimedAuditID, true
+		}
+	case "processID":
+		if p != nil {
+			return p.ProcessID, true
+		}
+	default:
+		if k, ok := strings.CutPrefix(name, "label."); ok {
+			v, ok := in.Labels[k]
+			return v, ok
+		}
+		return "", false
+	}
+	return "", true // a known field the input lacks: empty
+}
+
+// auditID is the session's ID, else the process's.
+func (in *Input) auditID() string {
+	if in.Session != nil && in.Session.AuditID != "" {
+		return in.Session.AuditID
+	}
+	if in.Process != nil {
+		return in.Process.AuditID
+	}
+	return ""
+}

@@ -1,0 +1,93 @@
+package alert
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/pkg/store"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// session returns a plain, unremarkable exec session.
+func session() *store.Session {
+	return &store.Session{
+		AuditID:   "5b5e2e4c-0000-4000-8000-000000000001",
+		Username:  "alice@example.com",
+		Groups:    []string{"system:authenticated", "dev"},
+		Namespace: "shop",
+		Pod:       "web-0",
+		Container: "app",
+		Command:   []string{"ls", "-l"},
+		Verb:      "create",
+		Code:      101,
+	}
+}
+
+// process returns a process attributed to session().
+func process() *store.Process {
+	return &store.Process{
+		ProcessID:   "1234-1700000000000000000",
+		PID:         1234,
+		PPID:        1,
+		Filename:    "/bin/ls",
+		Argv:        []string{"ls", "-l"},
+		Namespace:   "shop",
+		Pod:         "web-0",
+		Container:   "app",
+		Start:       t0,
+		AuditID:     "5b5e2e4c-0000-4000-8000-000000000001",
+		Attribution: store.AttributionAuditID,
+		Source:      "env",
+	}
+}
+
+func newTestEngine(t testing.TB, rules []Rule, reg prometheus.Registerer, opts ...EngineOption) *Engine {
+	t.Helper()
+	e, err := NewEngine(rules, zerolog.Nop(), reg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func ruleNames(alerts []store.Alert) []string {
+	var n []string
+	for _, a := range alerts {
+		n = append(n, a.Rule)
+	}
+	return n
+}
+
+// countingSink counts alerts its sink accepted.
+type countingSink struct {
+	Deliverer
+	mu sync.Mutex
+	n  *int
+}
+
+func (c *countingSink) Deliver(ctx context.Context, alerts []store.Alert) error {
+	err := c.Deliverer.Deliver(ctx, alerts)
+	if err == nil {
+		c.mu.Lock()
+		*c.n += len(alerts)
+		c.mu.Unlock()
+	}
+	return err
+}
+
+func (c *countingSink) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return *c.n
+}
+
+func marshalPayload(s *store.Session) ([]byte, error) {
+	return json.Marshal(payload{Input: &Input{Session: s}})
+}
