@@ -67,10 +67,15 @@ type Agent struct {
 	events  *prometheus.CounterVec
 	latency prometheus.Histogram
 	queued  atomic.Int64
+
+	alerter       Alerter
+	outlet        AlertOutlet
+	alertFailures prometheus.Counter
+	lookup        *lookupState
 }
 
 // New builds an agent. reg may be nil.
-func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus.Registerer) (*Agent, error) {
+func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus.Registerer, opts ...Option) (*Agent, error) {
 	j, err := join.New(cfg.Join, log)
 	if err != nil {
 		return nil, fmt.Errorf("creating joiner: %w", err)
@@ -88,9 +93,17 @@ func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "correlator_agent_stage_seconds",
 			Help:    "Time from an event's arrival at the agent to its updates reaching the store writer.",
 			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10)}),
+		alertFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "correlator_agent_alert_submit_failures_total",
+			Help: "Alert batches the agent could not hand to the delivery spools (they stay in the store)."}),
+	}
+	for _, o := range opts {
+		o(a)
 	}
 	if reg != nil {
-		reg.MustRegister(a.events, a.latency)
+		reg.MustRegister(a.events, a.latency, a.alertFailures)
+		if a.lookup != nil {
+			reg.MustRegister(a.lookup.requests)
+		}
 	}
 	return a, nil
 }
@@ -124,8 +137,18 @@ func (a *Agent) AuditSink() auditlog.Sink {
 func (a *Agent) Run(ctx context.Context) error {
 	tick := time.NewTicker(a.cfg.ExpireEvery)
 	defer tick.Stop()
+	var looked chan []auditlog.ExecRecord
+	if a.lookup != nil {
+		a.lookup.run(ctx)
+		looked = a.lookup.results
+	}
 	for {
 		select {
+		case recs := <-looked:
+			now := a.now()
+			for _, rec := range recs {
+				a.emit(ctx, now, a.joiner.AddRecord(now, rec))
+			}
 		case ev := <-a.procs:
 			a.handleProcess(ctx, ev)
 		case b := <-a.audit:
@@ -200,10 +223,13 @@ func (a *Agent) emit(ctx context.Context, since time.Time, ups []join.Update) {
 			b.Processes = append(b.Processes, toStoreProcess(u.Process))
 		}
 	}
+	b.Alerts = a.evaluate(&b, since)
 	if err := a.sink.Add(ctx, b); err != nil {
 		a.log.Error().Err(err).Int("sessions", len(b.Sessions)).Int("processes", len(b.Processes)).Msg("queueing store batch")
 	}
 	a.latency.Observe(time.Since(since).Seconds())
+	a.deliver(ctx, b.Alerts)
+	a.wantLookups(b.Processes)
 }
 
 // Stats exposes the joiner's counters.

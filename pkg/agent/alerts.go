@@ -1,0 +1,73 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/execid/correlator/pkg/alert"
+	"github.com/execid/correlator/pkg/store"
+)
+
+// Alerter turns a session or process into alerts; *alert.Engine is the
+// production one.
+type Alerter interface {
+	Evaluate(in alert.Input, now time.Time) []store.Alert
+}
+
+// AlertOutlet takes alerts for delivery to SIEMs; *alert.Dispatcher is the
+// production one, durable once Submit returns.
+type AlertOutlet interface {
+	Submit(ctx context.Context, alerts []store.Alert) error
+}
+
+// Option adds an optional part to the agent.
+type Option func(*Agent)
+
+// WithAlerts evaluates every session and process update against the rules;
+// alerts are stored with the batch and, when out is not nil, submitted for
+// delivery.
+func WithAlerts(e Alerter, out AlertOutlet) Option {
+	return func(a *Agent) { a.alerter, a.outlet = e, out }
+}
+
+// evaluate runs the rules on what changed in b. A process is evaluated
+// with its session: from the same batch, or as the joiner holds it.
+func (a *Agent) evaluate(b *store.Batch, now time.Time) []store.Alert {
+	if a.alerter == nil {
+		return nil
+	}
+	var out []store.Alert
+	byID := make(map[string]*store.Session, len(b.Sessions))
+	for i := range b.Sessions {
+		s := &b.Sessions[i]
+		byID[s.AuditID] = s
+		out = append(out, a.alerter.Evaluate(alert.Input{Session: s}, now)...)
+	}
+	for i := range b.Processes {
+		p := &b.Processes[i]
+		in := alert.Input{Process: p}
+		if p.AuditID != "" {
+			if s, ok := byID[p.AuditID]; ok {
+				in.Session = s
+			} else if js, ok := a.joiner.Session(p.AuditID); ok {
+				s := toStoreSession(&js)
+				byID[p.AuditID] = &s
+				in.Session = &s
+			}
+		}
+		out = append(out, a.alerter.Evaluate(in, now)...)
+	}
+	return out
+}
+
+// deliver hands alerts to the outlet; a failure is logged and counted, the
+// alerts stay in the store.
+func (a *Agent) deliver(ctx context.Context, alerts []store.Alert) {
+	if a.outlet == nil || len(alerts) == 0 {
+		return
+	}
+	if err := a.outlet.Submit(ctx, alerts); err != nil {
+		a.alertFailures.Inc()
+		a.log.Error().Err(err).Int("alerts", len(alerts)).Msg("submitting alerts for delivery")
+	}
+}

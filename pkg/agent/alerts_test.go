@@ -1,0 +1,162 @@
+package agent
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/pkg/alert"
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/store"
+)
+
+type recordingOutlet struct {
+	mu     sync.Mutex
+	alerts []store.Alert
+}
+
+func (r *recordingOutlet) Submit(_ context.Context, as []store.Alert) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.alerts = append(r.alerts, as...)
+	return nil
+}
+
+func (r *recordingOutlet) rules() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, a := range r.alerts {
+		out = append(out, a.Rule)
+	}
+	return out
+}
+
+// mapLookup answers LookupExec from a map, as the Elasticsearch lookup
+// answers from an index.
+type mapLookup struct {
+	mu    sync.Mutex
+	recs  map[string][]auditlog.ExecRecord
+	asked []string
+}
+
+func (m *mapLookup) LookupExec(_ context.Context, id string) ([]auditlog.ExecRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.asked = append(m.asked, id)
+	return m.recs[id], nil
+}
+
+func startAgent(t *testing.T, opts ...Option) (*Agent, *store.Store, *store.Writer) {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "c.db"), store.Config{}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := store.NewWriter(st, 100, 10*time.Millisecond, store.WithCommitWhenIdle())
+	cfg := Default()
+	cfg.ExpireEvery = 10 * time.Millisecond
+	a, err := New(cfg, staticMeta{ctr: {ContainerID: ctr, Namespace: "kube-system", Pod: "etcd-0", Container: "etcd"}}, w, zerolog.Nop(), nil, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; w.Close(); st.Close() })
+	return a, st, w
+}
+
+// TestAlertsStoredAndSubmitted: a forged root in kube-system raises the
+// default rules' alerts, stored with the batch and handed to the outlet.
+func TestAlertsStoredAndSubmitted(t *testing.T) {
+	eng, err := alert.NewEngine(alert.DefaultRules(), zerolog.Nop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &recordingOutlet{}
+	a, st, w := startAgent(t, WithAlerts(eng, out))
+	ctx := context.Background()
+	ev := capture.Event{Kind: capture.KindExec, Time: time.Now(), ProcessID: "200-1", ParentProcessID: "199-1",
+		PID: 200, PPID: 199, Argv: []string{"sh"}, ContainerID: ctr, AuditID: "0d8e6c1e-5b5c-4c55-9d7c-6a1f1f6e2f10",
+		Source: capture.SourceEnv, Flags: []string{capture.FlagRootUnverified}}
+	if err := a.Process(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	var stored []store.Alert
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		w.Flush(ctx)
+		stored, _, err = st.ListAlerts(ctx, store.AlertFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stored) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	var rules []string
+	for _, al := range stored {
+		rules = append(rules, al.Rule)
+		if al.ProcessID != "200-1" {
+			t.Errorf("alert %s names process %q", al.Rule, al.ProcessID)
+		}
+	}
+	if len(rules) == 0 {
+		t.Fatal("no alert stored for a forged root")
+	}
+	slices.Sort(rules)
+	got := out.rules()
+	slices.Sort(got)
+	if !slices.Equal(rules, got) {
+		t.Errorf("stored alerts %v, submitted %v: want the same", rules, got)
+	}
+}
+
+// TestAuditLookupAttributes: with no audit record on this node, the agent
+// asks the lookup once and attributes the process from its answer.
+func TestAuditLookupAttributes(t *testing.T) {
+	id := "6a7f1a40-2f0e-4b8e-9a43-0c1d2e3f4a5b"
+	p := auditlog.NewParser(0)
+	m := auditlog.NewMerger(auditlog.MergerConfig{})
+	var rec auditlog.ExecRecord
+	for _, stage := range []string{"ResponseStarted", "ResponseComplete"} {
+		for _, ev := range p.ParseLine(execLine(id, "alice", time.Now(), stage)) {
+			if res := m.Add(ev); len(res.Updated) > 0 {
+				rec = res.Updated[len(res.Updated)-1]
+			}
+		}
+	}
+	rec.Namespace, rec.Pod, rec.Container = "kube-system", "etcd-0", "etcd"
+	l := &mapLookup{recs: map[string][]auditlog.ExecRecord{id: {rec}}}
+	a, st, w := startAgent(t, WithAuditLookup(l, 2))
+	ctx := context.Background()
+	for i, pid := range []uint32{300, 301} {
+		ev := capture.Event{Kind: capture.KindExec, Time: time.Now(), ProcessID: "30" + string(rune('0'+i)) + "-1",
+			ParentProcessID: "299-1", PID: pid, PPID: 299, Argv: []string{"sh"}, ContainerID: ctr, AuditID: id,
+			Source: capture.SourceEnv}
+		if err := a.Process(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		w.Flush(ctx)
+		d, err := st.GetSession(ctx, id)
+		if err == nil && d.Username == "alice" && len(d.Processes) == 2 && d.Processes[0].Attribution == "audit_id" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not attributed through the lookup: %+v, %v", d, err)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.asked) != 1 {
+		t.Errorf("lookup asked %v, want the ID once", l.asked)
+	}
+}

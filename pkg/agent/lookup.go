@@ -1,0 +1,97 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/store"
+)
+
+// lookupState asks an audit lookup (Elasticsearch) for the records of IDs
+// this node has not seen: a node that never sees the audit log still
+// attributes its processes.
+type lookupState struct {
+	l        auditlog.Lookup
+	workers  int
+	asked    *lru.Cache[string, struct{}]
+	queue    chan string
+	results  chan []auditlog.ExecRecord
+	requests *prometheus.CounterVec
+}
+
+// WithAuditLookup makes the agent ask l for the records of the IDs its
+// processes carry when no record for them has arrived. Each ID is asked
+// once while it is among the last 65,536 asked; workers lookups run at
+// once, and the lookup itself rate-limits and caches.
+func WithAuditLookup(l auditlog.Lookup, workers int) Option {
+	return func(a *Agent) {
+		if l == nil {
+			return
+		}
+		asked, _ := lru.New[string, struct{}](65536)
+		a.lookup = &lookupState{l: l, workers: max(workers, 1), asked: asked,
+			queue: make(chan string, 1024), results: make(chan []auditlog.ExecRecord, 64),
+			requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "correlator_agent_audit_lookups_total",
+				Help: "Audit record lookups the agent asked for, by outcome (found, none, error, skipped)."}, []string{"outcome"})}
+	}
+}
+
+// wantLookups queues a lookup for every unattributed process whose ID has
+// no record in the joiner.
+func (a *Agent) wantLookups(procs []store.Process) {
+	if a.lookup == nil {
+		return
+	}
+	for i := range procs {
+		id := procs[i].ClaimedAuditID
+		if procs[i].AuditID != "" || id == "" || a.lookup.asked.Contains(id) {
+			continue
+		}
+		if _, ok := a.joiner.Session(id); ok {
+			continue // refused or mismatched, not missing
+		}
+		a.lookup.asked.Add(id, struct{}{})
+		select {
+		case a.lookup.queue <- id:
+		default:
+			a.lookup.asked.Remove(id) // ask again on the next update
+			a.lookup.requests.WithLabelValues("skipped").Inc()
+		}
+	}
+}
+
+// run starts the workers, which serve the queue until ctx ends.
+func (s *lookupState) run(ctx context.Context) {
+	for range s.workers {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case id := <-s.queue:
+					lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					recs, err := s.l.LookupExec(lctx, id)
+					cancel()
+					switch {
+					case err != nil:
+						s.asked.Remove(id) // a later update may ask again
+						s.requests.WithLabelValues("error").Inc()
+					case len(recs) == 0:
+						s.requests.WithLabelValues("none").Inc()
+					default:
+						s.requests.WithLabelValues("found").Inc()
+						select {
+						case s.results <- recs:
+						case <-ctx.Done():
+							return
+						}
+					}
+				}
+			}
+		}()
+	}
+}
