@@ -33,6 +33,7 @@ type index struct {
 	name     string
 	fields   map[string]field
 	disabled []string // paths of enabled:false objects
+	strict   bool     // dynamic: strict at the root
 	docs     map[string]*doc
 	settings map[string]any
 	hidden   bool
@@ -295,6 +296,7 @@ func newIndex(name string, t *template, body map[string]any) (*index, *esError) 
 			ix.fields[k] = v
 		}
 		ix.disabled = append(ix.disabled, cm.disabled...)
+		ix.strict = ix.strict || cm.strict
 		flattenSettings("", s["settings"], ix.settings)
 	}
 	return ix, nil
@@ -325,6 +327,7 @@ func flattenSettings(prefix string, v any, out map[string]any) {
 type compiled struct {
 	fields   map[string]field
 	disabled []string
+	strict   bool
 }
 
 var leafTypes = []string{"keyword", "wildcard", "constant_keyword", "text", "match_only_text", "long",
@@ -341,8 +344,10 @@ func compileMappings(m map[string]any) (compiled, error) {
 			return c, fmt.Errorf("root mapping definition has unsupported parameters: [%s]", k)
 		}
 	}
+	c.strict = m["dynamic"] == "strict"
 	props, _ := m["properties"].(map[string]any)
-	return c, c.walk("", props)
+	err := c.walk("", props)
+	return c, err
 }
 
 func (c *compiled) walk(prefix string, props map[string]any) error {

@@ -94,6 +94,9 @@ func (ix *index) admit(src map[string]any) *esError {
 		if !ok {
 			if nf, ok := newFields[p]; ok {
 				f = nf
+			} else if ix.strict {
+				bad = errf(400, "strict_dynamic_mapping_exception", "[1:1] mapping set to strict, dynamic introduction of [%s] within [_doc] is not allowed", p)
+				return
 			} else {
 				f = dynamicField(p, v)
 				newFields[p] = f
