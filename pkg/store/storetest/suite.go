@@ -158,6 +158,8 @@ func testSessionFilters(t *testing.T, s store.Backend) {
 		{store.SessionFilter{Command: "*passwd?"}, []string{"s3"}},
 		{store.SessionFilter{Command: "c/*pa"}, []string{"s3"}},
 		{store.SessionFilter{Command: "PASSWD"}, nil},
+		{store.SessionFilter{Command: "?"}, []string{"s3"}},
+		{store.SessionFilter{Command: `\`}, nil},
 		{store.SessionFilter{Command: "echo s"}, []string{"s4", "s2", "s1"}},
 		{store.SessionFilter{User: "nobody"}, nil},
 	}
@@ -190,6 +192,7 @@ func testProcessFilters(t *testing.T, s store.Backend) {
 		{store.ProcessFilter{AuditID: "s2"}, []string{"p3", "p2"}},
 		{store.ProcessFilter{Attribution: store.AttributionHeuristic}, []string{"p4"}},
 		{store.ProcessFilter{Command: `'*'`}, []string{"p3"}},
+		{store.ProcessFilter{Command: "*"}, []string{"p3"}},
 		{store.ProcessFilter{Command: "echo p"}, []string{"p4", "p2", "p1"}},
 		{store.ProcessFilter{Since: at(20), Until: at(30)}, []string{"p2"}},
 	}
