@@ -53,9 +53,9 @@ type ecsContainer struct {
 }
 
 type sessionDoc struct {
-	Timestamp string          `json:"@timestamp"`
-	Event     ecsEvent        `json:"event"`
-	User      ecsUser         `json:"user"`
+	Timestamp string   `json:"@timestamp"`
+	Event     ecsEvent `json:"event"`
+	User      ecsUser  `json:"user"`
 	Source    *struct {
 		IP []string `json:"ip,omitempty"`
 	} `json:"source,omitempty"`

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -307,6 +306,3 @@ func (s *Store) ListAlerts(ctx context.Context, f store.AlertFilter) ([]store.Al
 	}
 	return out, next, nil
 }
-
-// ignoreUnavailable lets a search over a pattern skip missing indices.
-var ignoreUnavailable = url.Values{"ignore_unavailable": {"true"}}
