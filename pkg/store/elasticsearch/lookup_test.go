@@ -172,10 +172,10 @@ func TestLookupRateLimit(t *testing.T) {
 
 func TestRedot(t *testing.T) {
 	for in, want := range map[string]string{
-		"authorization_k8s_io/decision":     "authorization.k8s.io/decision",
+		"authorization_k8s_io/decision":      "authorization.k8s.io/decision",
 		"pod-security_kubernetes_io/enforce": "pod-security.kubernetes.io/enforce",
-		"no_slash":                          "no_slash",
-		"a_b/c_d":                           "a.b/c_d",
+		"no_slash":                           "no_slash",
+		"a_b/c_d":                            "a.b/c_d",
 	} {
 		if got := redot(in); got != want {
 			t.Errorf("redot(%q) = %q, want %q", in, got, want)
