@@ -1,0 +1,76 @@
+package elasticsearch
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/internal/esdouble"
+	"github.com/execid/correlator/pkg/store"
+)
+
+// countingTransport counts the bytes of _bulk request bodies.
+type countingTransport struct{ bulkBytes atomic.Int64 }
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.URL.Path, "/_bulk") && r.ContentLength > 0 {
+		c.bulkBytes.Add(r.ContentLength)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// BenchmarkBulkIndexProcesses indexes batches of 1000 realistic process
+// records into the double over loopback HTTP: documents per second and
+// bytes of bulk body per document.
+func BenchmarkBulkIndexProcesses(b *testing.B) {
+	d := esdouble.New(b)
+	ct := &countingTransport{}
+	s, err := Open(context.Background(), Config{URLs: []string{d.URL()}, Transport: ct}, zerolog.Nop(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const batch = 1000
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	mk := func(round int) []store.Process {
+		ps := make([]store.Process, batch)
+		for i := range ps {
+			n := round*batch + i
+			exit := start.Add(time.Duration(n)*time.Millisecond + time.Second)
+			code := 0
+			ps[i] = store.Process{
+				ProcessID: fmt.Sprintf("%d-%d", 4000+n, start.UnixNano()+int64(n)), ParentProcessID: fmt.Sprintf("1-%d", start.UnixNano()),
+				PID: 4000 + n, PPID: 1, UID: 1000, Filename: "/usr/bin/curl",
+				Argv:        []string{"curl", "-sS", "https://example.internal/api/v1/items?page=" + fmt.Sprint(n)},
+				ContainerID: "3f2a9c1e0b7d4e5f8a6b", PodUID: "0f8e2d1c-5b6a-4c3d-9e8f-7a6b5c4d3e2f",
+				Namespace: "payments", Pod: "api-7d9f8c6b5-x2x4q", Container: "api",
+				Start: start.Add(time.Duration(n) * time.Millisecond), Exit: &exit, ExitCode: &code,
+				AuditID: "8b8398cd-1d93-4659-805e-0c9d616aa960", Attribution: store.AttributionAuditID,
+				Confidence: 1, Source: "bpf", SessionRootID: fmt.Sprintf("1-%d", start.UnixNano()),
+			}
+		}
+		return ps
+	}
+	batches := make([][]store.Process, 8)
+	for i := range batches {
+		batches[i] = mk(i)
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	t0 := time.Now()
+	for i := 0; i < b.N; i++ {
+		if err := s.Write(ctx, store.Batch{Processes: batches[i%len(batches)]}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	el := time.Since(t0)
+	b.StopTimer()
+	docs := float64(b.N * batch)
+	b.ReportMetric(docs/el.Seconds(), "docs/s")
+	b.ReportMetric(float64(ct.bulkBytes.Load())/docs, "bytes/doc")
+}

@@ -1,0 +1,320 @@
+package elasticsearch
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/execid/correlator/pkg/store"
+)
+
+// Documents use ECS field names where ECS has one and keep the rest under
+// correlator.*. Fields that must come back exactly (source IPs in order,
+// the impersonated user, raw JSON) are kept there too.
+
+type ecsEvent struct {
+	Kind     string   `json:"kind"`
+	Category []string `json:"category,omitempty"`
+	Type     []string `json:"type,omitempty"`
+	Action   string   `json:"action,omitempty"`
+	Dataset  string   `json:"dataset"`
+	ID       string   `json:"id,omitempty"`
+	Start    string   `json:"start,omitempty"`
+	End      string   `json:"end,omitempty"`
+	Severity int      `json:"severity,omitempty"`
+}
+
+type ecsGroup struct {
+	Name []string `json:"name,omitempty"`
+}
+
+type ecsUser struct {
+	Name      string    `json:"name,omitempty"`
+	ID        string    `json:"id,omitempty"`
+	Group     *ecsGroup `json:"group,omitempty"`
+	Effective *ecsUser  `json:"effective,omitempty"`
+}
+
+type ecsOrchestrator struct {
+	Type      string `json:"type"`
+	Namespace string `json:"namespace,omitempty"`
+	Resource  struct {
+		Name string `json:"name,omitempty"`
+		Type string `json:"type"`
+		ID   string `json:"id,omitempty"`
+	} `json:"resource"`
+}
+
+type ecsContainer struct {
+	ID   string `json:"id,omitempty"`
+	Name string `json:"name,omitempty"`
+}
+
+type sessionDoc struct {
+	Timestamp string   `json:"@timestamp"`
+	Event     ecsEvent `json:"event"`
+	User      ecsUser  `json:"user"`
+	Source    *struct {
+		IP []string `json:"ip,omitempty"`
+	} `json:"source,omitempty"`
+	UserAgent *struct {
+		Original string `json:"original"`
+	} `json:"user_agent,omitempty"`
+	Orchestrator ecsOrchestrator `json:"orchestrator"`
+	Container    *ecsContainer   `json:"container,omitempty"`
+	Process      *struct {
+		Args        []string `json:"args,omitempty"`
+		CommandLine string   `json:"command_line,omitempty"`
+	} `json:"process,omitempty"`
+	HTTP *struct {
+		Response struct {
+			StatusCode int `json:"status_code"`
+		} `json:"response"`
+	} `json:"http,omitempty"`
+	Correlator struct {
+		AuditID      string              `json:"audit_id"`
+		Users        []string            `json:"users,omitempty"`
+		Groups       []string            `json:"groups,omitempty"`
+		Verb         string              `json:"verb,omitempty"`
+		Subresource  string              `json:"subresource,omitempty"`
+		Decision     string              `json:"decision,omitempty"`
+		Reason       string              `json:"reason,omitempty"`
+		Stages       []string            `json:"stages,omitempty"`
+		Flags        []string            `json:"flags,omitempty"`
+		Env          []string            `json:"env,omitempty"`
+		Stdin        bool                `json:"stdin"`
+		TTY          bool                `json:"tty"`
+		UpdatedAt    string              `json:"updated_at"`
+		SourceIPs    []string            `json:"source_ips,omitempty"`
+		UserExtra    map[string][]string `json:"user_extra,omitempty"`
+		Impersonated *store.UserInfo     `json:"impersonated,omitempty"`
+	} `json:"correlator"`
+}
+
+// ts writes a time as RFC 3339 with nanoseconds; the zero time is the
+// epoch, as SQLite stores it as 0.
+func ts(t time.Time) string {
+	if t.IsZero() {
+		t = time.Unix(0, 0)
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func optTS(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return ts(*t)
+}
+
+func parseTS(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("parsing time %q: %w", s, err)
+	}
+	if t.UnixNano() == 0 {
+		return time.Time{}, nil
+	}
+	return t.UTC(), nil
+}
+
+func parseOptTS(s string) (*time.Time, error) {
+	if s == "" {
+		return nil, nil
+	}
+	t, err := parseTS(s)
+	return &t, err
+}
+
+func sessionToDoc(ss *store.Session, now time.Time) sessionDoc {
+	var d sessionDoc
+	d.Timestamp = ts(ss.RequestReceived)
+	d.Event = ecsEvent{Kind: "event", Category: []string{"session"}, Type: []string{"start"},
+		Action: ss.Subresource, Dataset: "correlator.sessions", Start: d.Timestamp, End: optTS(ss.End)}
+	d.User = ecsUser{Name: ss.Username, ID: ss.UID}
+	if len(ss.Groups) > 0 {
+		d.User.Group = &ecsGroup{Name: ss.Groups}
+	}
+	users, groups := []string{}, ss.Groups
+	if ss.Username != "" {
+		users = append(users, ss.Username)
+	}
+	if imp := ss.ImpersonatedUser; imp != nil {
+		d.User.Effective = &ecsUser{Name: imp.Username, ID: imp.UID}
+		if len(imp.Groups) > 0 {
+			d.User.Effective.Group = &ecsGroup{Name: imp.Groups}
+		}
+		if imp.Username != "" {
+			users = append(users, imp.Username)
+		}
+		groups = append(groups[:len(groups):len(groups)], imp.Groups...)
+		d.Correlator.Impersonated = imp
+	}
+	if len(ss.SourceIPs) > 0 {
+		d.Source = &struct {
+			IP []string `json:"ip,omitempty"`
+		}{IP: ss.SourceIPs}
+	}
+	if ss.UserAgent != "" {
+		d.UserAgent = &struct {
+			Original string `json:"original"`
+		}{Original: ss.UserAgent}
+	}
+	d.Orchestrator.Type, d.Orchestrator.Namespace = "kubernetes", ss.Namespace
+	d.Orchestrator.Resource.Name, d.Orchestrator.Resource.Type = ss.Pod, "pod"
+	if ss.Container != "" {
+		d.Container = &ecsContainer{Name: ss.Container}
+	}
+	if len(ss.Command) > 0 {
+		d.Process = &struct {
+			Args        []string `json:"args,omitempty"`
+			CommandLine string   `json:"command_line,omitempty"`
+		}{Args: ss.Command, CommandLine: strings.Join(ss.Command, " ")}
+	}
+	if ss.Code != 0 {
+		d.HTTP = &struct {
+			Response struct {
+				StatusCode int `json:"status_code"`
+			} `json:"response"`
+		}{}
+		d.HTTP.Response.StatusCode = ss.Code
+	}
+	c := &d.Correlator
+	c.AuditID, c.Users, c.Groups = ss.AuditID, users, groups
+	c.Verb, c.Subresource, c.Decision, c.Reason = ss.Verb, ss.Subresource, ss.Decision, ss.Reason
+	c.Stages, c.Flags, c.Env, c.Stdin, c.TTY = ss.Stages, ss.Flags, ss.Env, ss.Stdin, ss.TTY
+	updated := ss.UpdatedAt
+	if updated.IsZero() {
+		updated = now
+	}
+	c.UpdatedAt = ts(updated)
+	c.SourceIPs, c.UserExtra = ss.SourceIPs, ss.Extra
+	return d
+}
+
+func sessionFromDoc(d *sessionDoc) (store.Session, error) {
+	c := &d.Correlator
+	ss := store.Session{
+		AuditID: c.AuditID, Username: d.User.Name, UID: d.User.ID, Extra: c.UserExtra,
+		ImpersonatedUser: c.Impersonated, SourceIPs: c.SourceIPs, Namespace: d.Orchestrator.Namespace,
+		Pod: d.Orchestrator.Resource.Name, Env: c.Env, Stdin: c.Stdin, TTY: c.TTY, Verb: c.Verb,
+		Subresource: c.Subresource, Decision: c.Decision, Reason: c.Reason, Stages: c.Stages, Flags: c.Flags,
+	}
+	if d.User.Group != nil {
+		ss.Groups = d.User.Group.Name
+	}
+	if d.UserAgent != nil {
+		ss.UserAgent = d.UserAgent.Original
+	}
+	if d.Container != nil {
+		ss.Container = d.Container.Name
+	}
+	if d.Process != nil {
+		ss.Command = d.Process.Args
+	}
+	if d.HTTP != nil {
+		ss.Code = d.HTTP.Response.StatusCode
+	}
+	var err error
+	if ss.RequestReceived, err = parseTS(d.Timestamp); err != nil {
+		return ss, err
+	}
+	if ss.End, err = parseOptTS(d.Event.End); err != nil {
+		return ss, err
+	}
+	if ss.UpdatedAt, err = parseTS(c.UpdatedAt); err != nil {
+		return ss, err
+	}
+	return ss, nil
+}
+
+type processDoc struct {
+	Timestamp string   `json:"@timestamp"`
+	Event     ecsEvent `json:"event"`
+	Process   struct {
+		EntityID    string   `json:"entity_id"`
+		PID         int      `json:"pid"`
+		Executable  string   `json:"executable,omitempty"`
+		Args        []string `json:"args,omitempty"`
+		CommandLine string   `json:"command_line,omitempty"`
+		Start       string   `json:"start"`
+		End         string   `json:"end,omitempty"`
+		ExitCode    *int     `json:"exit_code,omitempty"`
+		Parent      struct {
+			PID      int    `json:"pid"`
+			EntityID string `json:"entity_id,omitempty"`
+		} `json:"parent"`
+		User struct {
+			ID string `json:"id"`
+		} `json:"user"`
+	} `json:"process"`
+	Container    *ecsContainer   `json:"container,omitempty"`
+	Orchestrator ecsOrchestrator `json:"orchestrator"`
+	Correlator   struct {
+		AuditID        string   `json:"audit_id,omitempty"`
+		ClaimedAuditID string   `json:"claimed_audit_id,omitempty"`
+		Attribution    string   `json:"attribution,omitempty"`
+		Confidence     float64  `json:"confidence,omitempty"`
+		Candidates     []string `json:"candidates,omitempty"`
+		Source         string   `json:"source,omitempty"`
+		Flags          []string `json:"flags,omitempty"`
+		SessionRootID  string   `json:"session_root_id,omitempty"`
+	} `json:"correlator"`
+}
+
+func processToDoc(p *store.Process) processDoc {
+	var d processDoc
+	d.Timestamp = ts(p.Start)
+	typ := "start"
+	if p.Exit != nil {
+		typ = "end"
+	}
+	d.Event = ecsEvent{Kind: "event", Category: []string{"process"}, Type: []string{typ}, Dataset: "correlator.processes"}
+	pr := &d.Process
+	pr.EntityID, pr.PID, pr.Executable, pr.Args = p.ProcessID, p.PID, p.Filename, p.Argv
+	if len(p.Argv) > 0 {
+		pr.CommandLine = strings.Join(p.Argv, " ")
+	}
+	pr.Start, pr.End, pr.ExitCode = d.Timestamp, optTS(p.Exit), p.ExitCode
+	pr.Parent.PID, pr.Parent.EntityID = p.PPID, p.ParentProcessID
+	pr.User.ID = strconv.Itoa(p.UID)
+	if p.ContainerID != "" || p.Container != "" {
+		d.Container = &ecsContainer{ID: p.ContainerID, Name: p.Container}
+	}
+	d.Orchestrator.Type, d.Orchestrator.Namespace = "kubernetes", p.Namespace
+	d.Orchestrator.Resource.Name, d.Orchestrator.Resource.Type, d.Orchestrator.Resource.ID = p.Pod, "pod", p.PodUID
+	c := &d.Correlator
+	c.AuditID, c.ClaimedAuditID, c.Attribution, c.Confidence = p.AuditID, p.ClaimedAuditID, p.Attribution, p.Confidence
+	c.Candidates, c.Source, c.Flags, c.SessionRootID = p.Candidates, p.Source, p.Flags, p.SessionRootID
+	return d
+}
+
+func processFromDoc(d *processDoc) (store.Process, error) {
+	pr, c := &d.Process, &d.Correlator
+	p := store.Process{
+		ProcessID: pr.EntityID, ParentProcessID: pr.Parent.EntityID, PID: pr.PID, PPID: pr.Parent.PID,
+		Filename: pr.Executable, Argv: pr.Args, PodUID: d.Orchestrator.Resource.ID,
+		Namespace: d.Orchestrator.Namespace, Pod: d.Orchestrator.Resource.Name, ExitCode: pr.ExitCode,
+		AuditID: c.AuditID, ClaimedAuditID: c.ClaimedAuditID, Attribution: c.Attribution,
+		Confidence: c.Confidence, Candidates: c.Candidates, Source: c.Source, Flags: c.Flags,
+		SessionRootID: c.SessionRootID,
+	}
+	if d.Container != nil {
+		p.ContainerID, p.Container = d.Container.ID, d.Container.Name
+	}
+	var err error
+	if p.UID, err = strconv.Atoi(pr.User.ID); err != nil {
+		return p, fmt.Errorf("reading process %s uid %q: %w", p.ProcessID, pr.User.ID, err)
+	}
+	if p.Start, err = parseTS(d.Timestamp); err != nil {
+		return p, err
+	}
+	if p.Exit, err = parseOptTS(pr.End); err != nil {
+		return p, err
+	}
+	return p, nil
+}

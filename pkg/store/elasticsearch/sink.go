@@ -1,0 +1,69 @@
+package elasticsearch
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/pkg/store"
+)
+
+// AlertSink delivers alerts to the <prefix>-alerts data stream as ECS
+// alert documents (event.kind: alert, rule.name, event.severity, message).
+// It has pkg/alert's Deliverer method set (Name, Deliver, Close) without
+// importing it. Each alert is created under its ID, so a redelivered batch
+// is idempotent: a 409 means "already delivered" and counts as success.
+type AlertSink struct {
+	c       *conn
+	index   string
+	metrics *bulkMetrics
+	log     zerolog.Logger
+}
+
+// NewAlertSink connects and installs the alerts data stream, its template
+// and ILM policy (idempotently). reg may be nil.
+func NewAlertSink(ctx context.Context, cfg Config, log zerolog.Logger, reg prometheus.Registerer) (*AlertSink, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("validating Elasticsearch config: %w", err)
+	}
+	c, err := dial(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newBulkMetrics(reg, "correlator_es_alert_sink")
+	if err != nil {
+		return nil, err
+	}
+	n := namesFor(cfg.IndexPrefix)
+	if err := c.install(ctx, n, cfg.Retention, true); err != nil {
+		return nil, err
+	}
+	return &AlertSink{c: c, index: n.alerts, metrics: m,
+		log: log.With().Str("component", "alert-sink-elasticsearch").Logger()}, nil
+}
+
+// Name names the sink in logs and metrics.
+func (a *AlertSink) Name() string { return "elasticsearch" }
+
+// Deliver indexes the batch and returns once every alert is stored; an
+// error means the caller should retry the whole batch.
+func (a *AlertSink) Deliver(ctx context.Context, alerts []store.Alert) error {
+	ops := make([]op, 0, len(alerts))
+	for i := range alerts {
+		o, err := alertOp(a.index, &alerts[i])
+		if err != nil {
+			return fmt.Errorf("delivering alerts to elasticsearch: %w", err)
+		}
+		ops = append(ops, o)
+	}
+	if err := a.c.bulk(ctx, a.metrics, ops); err != nil {
+		return fmt.Errorf("delivering %d alerts to elasticsearch: %w", len(alerts), err)
+	}
+	return nil
+}
+
+// Close has nothing to release: the sink holds no buffer.
+func (a *AlertSink) Close() error { return nil }

@@ -1,0 +1,180 @@
+// Package storetest is the contract every store.Backend keeps: one suite
+// that the SQLite store and the Elasticsearch store both run, and must
+// answer identically.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/execid/correlator/pkg/store"
+)
+
+// SessionProcessLimit is the store's Config.SessionProcessLimit that the
+// open function passed to Run must set, so truncation can be checked.
+const SessionProcessLimit = 5
+
+// base is the fixtures' reference time; every fixture time is distinct, so
+// no ordering depends on a backend's tie-break.
+var base = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
+
+func at(seconds int) time.Time { return base.Add(time.Duration(seconds) * time.Second) }
+
+func ptr[T any](v T) *T { return &v }
+
+// session returns a complete session received at base+seconds.
+func session(id, user string, seconds int) store.Session {
+	end := at(seconds + 30)
+	return store.Session{
+		AuditID:         id,
+		Username:        user,
+		UID:             "uid-" + user,
+		Groups:          []string{"system:authenticated", "team-" + user},
+		Extra:           map[string][]string{"authentication.kubernetes.io/credential-id": {"X509SHA256=ab"}},
+		SourceIPs:       []string{"10.0.0.1", "192.168.1.9"},
+		UserAgent:       "kubectl/v1.35.0",
+		Namespace:       "default",
+		Pod:             "web-0",
+		Container:       "app",
+		Command:         []string{"sh", "-c", "echo " + id},
+		Env:             []string{"DEBUG=1"},
+		Stdin:           true,
+		TTY:             true,
+		Verb:            "create",
+		Subresource:     "exec",
+		Code:            101,
+		Decision:        "allow",
+		Reason:          `RBAC: allowed by ClusterRoleBinding "admins"`,
+		RequestReceived: at(seconds),
+		End:             &end,
+		Stages:          []string{"RequestReceived", "ResponseStarted", "ResponseComplete"},
+		UpdatedAt:       base,
+	}
+}
+
+// process returns a process of session auditID started at base+seconds.
+func process(id, auditID string, seconds int) store.Process {
+	return store.Process{
+		ProcessID:       id,
+		ParentProcessID: "parent-" + id,
+		PID:             100 + seconds,
+		PPID:            1,
+		UID:             1000,
+		Filename:        "/bin/sh",
+		Argv:            []string{"sh", "-c", "echo " + id},
+		ContainerID:     "c0ffee",
+		PodUID:          "pod-uid",
+		Namespace:       "default",
+		Pod:             "web-0",
+		Container:       "app",
+		Start:           at(seconds),
+		AuditID:         auditID,
+		Attribution:     store.AttributionAuditID,
+		Confidence:      1,
+		Source:          "bpf",
+	}
+}
+
+func alert(id, rule string, seconds int) store.Alert {
+	return store.Alert{ID: id, Time: at(seconds), Rule: rule, Severity: "high", Message: "alert " + id,
+		AuditID: "a-" + id, ProcessID: "p-" + id, Payload: json.RawMessage(`{"k":[1,2]}`)}
+}
+
+func write(t *testing.T, s store.Backend, b store.Batch) {
+	t.Helper()
+	if err := s.Write(context.Background(), b); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+}
+
+// sameJSON compares by JSON encoding, which is what the API serves.
+func sameJSON(t *testing.T, what string, got, want any) {
+	t.Helper()
+	g, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	if string(g) != string(w) {
+		t.Fatalf("%s:\n got %s\nwant %s", what, g, w)
+	}
+}
+
+func allSessions(t *testing.T, s store.Backend, f store.SessionFilter) []string {
+	t.Helper()
+	var out []string
+	for range 1000 {
+		page, next, err := s.ListSessions(context.Background(), f)
+		if err != nil {
+			t.Fatalf("ListSessions(%+v): %v", f, err)
+		}
+		for _, ss := range page {
+			out = append(out, ss.AuditID)
+		}
+		if next == "" {
+			return out
+		}
+		f.Cursor = next
+	}
+	t.Fatal("ListSessions never ended")
+	return nil
+}
+
+func allProcesses(t *testing.T, s store.Backend, f store.ProcessFilter) []string {
+	t.Helper()
+	var out []string
+	for range 1000 {
+		page, next, err := s.ListProcesses(context.Background(), f)
+		if err != nil {
+			t.Fatalf("ListProcesses(%+v): %v", f, err)
+		}
+		for _, p := range page {
+			out = append(out, p.ProcessID)
+		}
+		if next == "" {
+			return out
+		}
+		f.Cursor = next
+	}
+	t.Fatal("ListProcesses never ended")
+	return nil
+}
+
+func allAlerts(t *testing.T, s store.Backend, f store.AlertFilter) []string {
+	t.Helper()
+	var out []string
+	for range 1000 {
+		page, next, err := s.ListAlerts(context.Background(), f)
+		if err != nil {
+			t.Fatalf("ListAlerts(%+v): %v", f, err)
+		}
+		for _, a := range page {
+			out = append(out, a.ID)
+		}
+		if next == "" {
+			return out
+		}
+		f.Cursor = next
+	}
+	t.Fatal("ListAlerts never ended")
+	return nil
+}
+
+func ids(prefix string, nums ...int) []string {
+	out := []string{}
+	for _, n := range nums {
+		out = append(out, fmt.Sprintf("%s%d", prefix, n))
+	}
+	return out
+}
+
+func sameIDs(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if got == nil {
+		got = []string{}
+	}
+	if want == nil {
+		want = []string{}
+	}
+	sameJSON(t, what, got, want)
+}
