@@ -124,12 +124,21 @@ func (s *Store) GetSession(ctx context.Context, auditID string) (store.SessionDe
 	if d.AuditRecords, err = s.auditRecords(ctx, auditID); err != nil {
 		return store.SessionDetail{}, err
 	}
-	if d.Processes, err = s.sessionProcesses(ctx, auditID); err != nil {
+	if d.Processes, err = s.sessionProcesses(ctx, "correlator.audit_id", auditID); err != nil {
 		return store.SessionDetail{}, err
 	}
 	if len(d.Processes) > s.cfg.SessionProcessLimit {
 		d.Processes = d.Processes[:s.cfg.SessionProcessLimit]
 		d.ProcessesTruncated = true
+	}
+	if d.Claimants, err = s.sessionProcesses(ctx, "correlator.claimed_audit_id", auditID); err != nil {
+		return store.SessionDetail{}, err
+	}
+	if len(d.Claimants) > s.cfg.SessionProcessLimit {
+		d.Claimants = d.Claimants[:s.cfg.SessionProcessLimit]
+	}
+	if len(d.Claimants) == 0 {
+		d.Claimants = nil
 	}
 	return d, nil
 }
@@ -161,9 +170,12 @@ func (s *Store) auditRecords(ctx context.Context, auditID string) ([]store.Audit
 
 // sessionProcesses reads up to SessionProcessLimit+1 processes oldest
 // first, in pages under the 10000-hit result window.
-func (s *Store) sessionProcesses(ctx context.Context, auditID string) ([]store.Process, error) {
+// sessionProcesses returns up to SessionProcessLimit+1 processes whose field
+// (correlator.audit_id, or correlator.claimed_audit_id for claimants) is
+// auditID, oldest first.
+func (s *Store) sessionProcesses(ctx context.Context, field, auditID string) ([]store.Process, error) {
 	var q filters
-	q.term("correlator.audit_id", auditID)
+	q.term(field, auditID)
 	want := s.cfg.SessionProcessLimit + 1
 	out := []store.Process{}
 	var after []any

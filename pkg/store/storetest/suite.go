@@ -32,6 +32,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"NotFoundAndBadCursor", testErrors},
 		{"SessionProcessLimit", testTruncation},
 		{"Retention", testRetention},
+		{"ClaimantsAreNotMembers", testClaimants},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
@@ -383,4 +384,25 @@ func testRetention(t *testing.T, s store.Backend) {
 	if err != nil || again != (store.Deleted{}) {
 		t.Fatalf("second pass = %+v, %v", again, err)
 	}
+}
+
+// testClaimants: a process that only claimed a session's ID is listed as a
+// claimant, never counted or filtered by user as the session's own.
+func testClaimants(t *testing.T, s store.Backend) {
+	ctx := context.Background()
+	own := process("own", "victim", 1)
+	forged := process("forged", "", 2)
+	forged.ClaimedAuditID, forged.Flags, forged.Attribution = "victim", []string{"root_unverified"}, ""
+	write(t, s, store.Batch{Sessions: []store.Session{session("victim", "alice", 0)}, Processes: []store.Process{own, forged}})
+	d, err := s.GetSession(ctx, "victim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Processes) != 1 || d.Processes[0].ProcessID != "own" || d.ProcessCount != 1 {
+		t.Errorf("processes = %v (count %d), want only own", d.Processes, d.ProcessCount)
+	}
+	if len(d.Claimants) != 1 || d.Claimants[0].ProcessID != "forged" {
+		t.Errorf("claimants = %v, want forged", d.Claimants)
+	}
+	sameIDs(t, "alice's processes", allProcesses(t, s, store.ProcessFilter{User: "alice"}), []string{"own"})
 }
