@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -123,7 +124,8 @@ func (a *Agent) Process(ctx context.Context, ev capture.Event) error {
 func (a *Agent) AuditSink() auditlog.Sink {
 	return func(ctx context.Context, evs []auditlog.Event) error {
 		select {
-		case a.audit <- auditBatch{evs: evs}:
+		// The sources reuse evs after we return (auditlog.Sink's contract).
+		case a.audit <- auditBatch{evs: slices.Clone(evs)}:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
@@ -200,11 +202,21 @@ func (a *Agent) handleProcess(ctx context.Context, ev capture.Event) {
 
 func (a *Agent) handleAudit(ctx context.Context, b auditBatch) {
 	now := a.now()
+	var raw []store.AuditRecord
 	for i := range b.evs {
 		a.events.WithLabelValues("audit").Inc()
 		res := a.merger.Add(b.evs[i])
+		if len(res.Updated) > 0 && !res.Duplicate {
+			raw = append(raw, a.auditRecord(&b.evs[i]))
+		}
 		for _, rec := range res.Updated {
 			a.emit(ctx, now, a.joiner.AddRecord(now, rec))
+		}
+	}
+	// The stages themselves, kept as evidence beside the session.
+	if len(raw) > 0 {
+		if err := a.sink.Add(ctx, store.Batch{AuditRecords: raw}); err != nil {
+			a.log.Error().Err(err).Int("records", len(raw)).Msg("queueing audit records")
 		}
 	}
 }

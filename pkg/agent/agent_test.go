@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,8 +101,21 @@ func TestPipelineBothOrders(t *testing.T) {
 			cancel()
 			<-done
 			w.Close()
+			if d, err = st.GetSession(context.Background(), id); err != nil {
+				t.Fatal(err)
+			}
 			if d.Username != "alice" || d.Pod != "web-0" {
 				t.Errorf("session %+v", d.Session)
+			}
+			var stages []string
+			for _, r := range d.AuditRecords {
+				if strings.Contains(string(r.Event), `"auditID":"`+id) {
+					stages = append(stages, r.Stage)
+				}
+			}
+			slices.Sort(stages)
+			if !slices.Equal(stages, []string{"ResponseComplete", "ResponseStarted"}) {
+				t.Errorf("audit records %+v: want both stages, kept", d.AuditRecords)
 			}
 			got := map[string]store.Process{}
 			for _, p := range d.Processes {

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"encoding/json"
+
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/join"
@@ -91,4 +93,15 @@ func toStoreSession(s *join.Session) store.Session {
 		out.End = &t
 	}
 	return out
+}
+
+// auditRecord keeps one exec stage as parsed (the decoder normalises every
+// framing to the audit.k8s.io/v1 shape).
+func (a *Agent) auditRecord(ev *auditlog.Event) store.AuditRecord {
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		a.log.Warn().Err(err).Str("auditID", ev.AuditID).Msg("encoding audit stage")
+		raw = nil
+	}
+	return store.AuditRecord{AuditID: ev.AuditID, Stage: ev.Stage, StageTimestamp: ev.StageTimestamp.Time, Event: raw}
 }

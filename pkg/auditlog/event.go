@@ -54,7 +54,7 @@ type Event struct {
 	StageTimestamp           Time `json:"stageTimestamp"`
 
 	// v1beta1 leftovers: seconds-precision clocks.
-	Timestamp Time          `json:"timestamp"`
+	Timestamp Time          `json:"timestamp,omitzero"`
 	Metadata  *eventV1beta1 `json:"metadata,omitempty"`
 
 	legacy bool // read from the legacy text format
