@@ -8,6 +8,6 @@ func newAuditCmd(g *globalOptions) *cobra.Command {
 		Use:   "audit",
 		Short: "Read kube-apiserver audit logs",
 	}
-	cmd.AddCommand(newAuditParseCmd(g), newAuditWatchCmd(g))
+	cmd.AddCommand(newAuditParseCmd(g), newAuditWatchCmd(g), newAuditShipCmd(g))
 	return cmd
 }

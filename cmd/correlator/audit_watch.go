@@ -121,6 +121,11 @@ func watch(ctx context.Context, srcs []auditlog.Source, m *auditlog.Merger, enc 
 		}
 		return nil
 	}
+	return runSources(ctx, srcs, sink)
+}
+
+// runSources runs every source into sink until ctx ends or one fails.
+func runSources(ctx context.Context, srcs []auditlog.Source, sink auditlog.Sink) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, len(srcs))

@@ -10,6 +10,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// version is set at link time: -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
 // globalOptions are the flags shared by every subcommand.
 type globalOptions struct {
 	logLevel string

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -20,12 +19,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/execid/correlator/pkg/agent"
+	"github.com/execid/correlator/pkg/alert"
 	"github.com/execid/correlator/pkg/api"
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/config"
 	"github.com/execid/correlator/pkg/meta"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/store/elasticsearch"
 )
 
 // runOptions are `correlator run`'s settings; every one is a flag, and the
@@ -45,6 +46,10 @@ type runOptions struct {
 	audit          auditSourceOptions
 	capture        capture.Config
 	agent          agent.Config
+	es             esOptions
+	alerts         alertOptions
+	lookup         string
+	lookupPattern  string
 }
 
 func newRunCmd(g *globalOptions) *cobra.Command {
@@ -76,7 +81,7 @@ func newRunCmd(g *globalOptions) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.configFile, "config", "", "YAML file of settings (keys are flag names)")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the REST API")
-	f.StringVar(&o.storeURL, "store", "sqlite:/var/lib/correlator/correlator.db", "store: sqlite:PATH")
+	f.StringVar(&o.storeURL, "store", "sqlite:/var/lib/correlator/correlator.db", "store: sqlite:PATH, or elasticsearch (with --es-url)")
 	f.StringVar(&o.tokenFile, "token-file", "", "file of bearer tokens the API accepts, one per line")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "API server certificate (PEM)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "API server key (PEM)")
@@ -89,23 +94,27 @@ func newRunCmd(g *globalOptions) *cobra.Command {
 	f.StringSliceVar(&o.capture.Keys, "keys", o.capture.Keys, "environment keys to capture; the first is the audit ID key")
 	f.StringVar(&o.capture.PinPath, "pin-path", o.capture.PinPath, "bpffs directory that keeps session lineage across restarts")
 	f.StringVar(&o.capture.ProcRoot, "proc-root", o.capture.ProcRoot, "path of the host's /proc")
+	f.StringVar(&o.lookup, "audit-lookup", "", "ask this for audit records the node never saw: elasticsearch (with --es-url)")
+	f.StringVar(&o.lookupPattern, "audit-lookup-pattern", elasticsearch.ElasticAgentAuditPattern,
+		"Elastic Agent audit index pattern searched besides correlator's own (- for none)")
 	o.audit.addFlags(f)
+	o.es.addFlags(f)
+	o.alerts.addFlags(f)
 	return cmd
-}
-
-func (o *runOptions) storePath() (string, error) {
-	p, ok := strings.CutPrefix(o.storeURL, "sqlite:")
-	if !ok || p == "" {
-		return "", fmt.Errorf("validating --store %q: want sqlite:PATH", o.storeURL)
-	}
-	return p, nil
 }
 
 // validate checks the settings up front, with errors that say what to do.
 func (o *runOptions) validate() error {
 	var errs []error
-	if _, err := o.storePath(); err != nil {
-		errs = append(errs, err)
+	errs = append(errs, validateStore(o.storeURL, &o.es), o.alerts.validate(&o.es))
+	switch o.lookup {
+	case "":
+	case "elasticsearch":
+		if !o.es.configured() {
+			errs = append(errs, errors.New("validating --audit-lookup elasticsearch: give --es-url"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("validating --audit-lookup %q: want elasticsearch or nothing", o.lookup))
 	}
 	if _, _, err := net.SplitHostPort(o.listen); err != nil {
 		errs = append(errs, fmt.Errorf("validating --listen %q: %w", o.listen, err))
@@ -131,19 +140,22 @@ func (o *runOptions) validate() error {
 func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	path, _ := o.storePath()
-	st, err := store.Open(path, store.Config{}, log)
+	st, err := openBackend(ctx, o.storeURL, &o.es, log, reg)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	agentOpts, disp, err := o.agentOptions(ctx, log, reg)
+	if err != nil {
+		return err
+	}
 	writer := store.NewWriter(st, 1000, 200*time.Millisecond, store.WithCommitWhenIdle())
 	res, err := meta.New(meta.Config{PodMapPath: o.podMap, CRISocket: o.criSocket, CacheSize: 4096}, log, reg)
 	if err != nil {
 		return err
 	}
 	defer res.Close()
-	ag, err := agent.New(o.agent, res, writer, log, reg)
+	ag, err := agent.New(o.agent, res, writer, log, reg, agentOpts...)
 	if err != nil {
 		return err
 	}
@@ -191,6 +203,9 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 	go func() { defer close(agentDone); ag.Run(runCtx) }()
 	goRun("meta", func(ctx context.Context) error { res.Run(ctx); return nil })
 	goRun("retention", func(ctx context.Context) error { return st.RunRetention(ctx, o.retention, time.Hour) })
+	if disp != nil {
+		goRun("alerts", disp.Run)
+	}
 	if probe != nil {
 		boot, err := probe.Bootstrap()
 		if err != nil {
@@ -243,9 +258,38 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 	if cerr := writer.Close(); cerr != nil {
 		log.Error().Err(cerr).Msg("flushing the store")
 	}
+	if disp != nil {
+		if cerr := disp.Close(); cerr != nil {
+			log.Error().Err(cerr).Msg("closing the alert spools")
+		}
+	}
 	log.Info().Str("component", "run").Msg("stopped")
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
 	return err
+}
+
+// agentOptions builds the optional parts: rules and sinks, audit lookup.
+func (o *runOptions) agentOptions(ctx context.Context, log zerolog.Logger, reg prometheus.Registerer) ([]agent.Option, *alert.Dispatcher, error) {
+	eng, disp, err := o.alerts.build(ctx, &o.es, log, reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := []agent.Option{agent.WithAlerts(eng, nil)}
+	if disp != nil {
+		opts[0] = agent.WithAlerts(eng, disp)
+	}
+	if o.lookup == "elasticsearch" {
+		cfg, err := o.es.config()
+		if err != nil {
+			return nil, nil, err
+		}
+		l, err := elasticsearch.NewLookup(cfg, elasticsearch.LookupConfig{Pattern: o.lookupPattern}, log, reg)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, agent.WithAuditLookup(l, 4))
+	}
+	return opts, disp, nil
 }
