@@ -74,7 +74,7 @@ else \
 fi
 endef
 
-.PHONY: all deps deps-test deps-generate generate build test bench demo demo-capture lint fuzz clean
+.PHONY: all deps deps-test deps-generate generate build test test-es bench demo demo-capture lint fuzz clean
 
 all: lint build test
 
@@ -116,6 +116,12 @@ test: deps-test
 bench: deps-test
 	@if [ -z "$(IS_ROOT)" ]; then echo "bench: not root: the BPF benchmarks will skip" >&2; fi
 	AUDIT_BENCH_MB=$(AUDIT_BENCH_MB) $(GO) test -count=1 -p 1 -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem -timeout $(BENCH_TIMEOUT) $(PKGS)
+
+## test-es: the store contract suite against a real Elasticsearch at
+## CORRELATOR_TEST_ES_URL (CORRELATOR_TEST_ES_API_KEY optional).
+test-es:
+	@if [ -z "$$CORRELATOR_TEST_ES_URL" ]; then echo "test-es: set CORRELATOR_TEST_ES_URL=https://host:9200 (and CORRELATOR_TEST_ES_API_KEY)" >&2; exit 2; fi
+	$(GO) test -count=1 -v -run 'TestContractCluster' ./pkg/store/elasticsearch/
 
 ## fuzz: each Fuzz* function of each package for FUZZTIME (default 30s).
 fuzz:
