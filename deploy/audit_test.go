@@ -120,9 +120,9 @@ func TestWebhookKubeconfig(t *testing.T) {
 	b.ProcessEvents(&auditinternal.Event{
 		Level: auditinternal.LevelRequest, AuditID: "0b9c2e1a-5f7e-4a53-9c4e-2f1d0c6b8a11",
 		Stage: auditinternal.StageResponseStarted, Verb: "get",
-		RequestURI: "/api/v1/namespaces/prod/pods/web/exec?command=sh&container=app&stdin=true&tty=true",
-		User:       authnv1.UserInfo{Username: "alice"},
-		ObjectRef:  &auditinternal.ObjectReference{Resource: "pods", Namespace: "prod", Name: "web", Subresource: "exec", APIVersion: "v1"},
+		RequestURI:     "/api/v1/namespaces/prod/pods/web/exec?command=sh&container=app&stdin=true&tty=true",
+		User:           authnv1.UserInfo{Username: "alice"},
+		ObjectRef:      &auditinternal.ObjectReference{Resource: "pods", Namespace: "prod", Name: "web", Subresource: "exec", APIVersion: "v1"},
 		ResponseStatus: &metav1.Status{Code: 101}, RequestReceivedTimestamp: metav1.NewMicroTime(at),
 		StageTimestamp: metav1.NewMicroTime(at),
 	})
