@@ -38,7 +38,7 @@ CLANG_MAJOR  ?= 14
 # Debian packages as package:check, where check is a command that must be on
 # PATH, "static:busybox" for a statically linked binary, or "dpkg" for an
 # installed package.
-RUNTIME_DEPS  := runc:runc busybox-static:static:busybox jq:jq curl:curl
+RUNTIME_DEPS  := runc:runc busybox-static:static:busybox jq:jq curl:curl kubernetes-client:kubectl
 GENERATE_DEPS := clang:clang llvm:llvm-strip libbpf-dev:dpkg
 
 IS_ROOT := $(filter 0,$(shell id -u))
@@ -74,7 +74,7 @@ else \
 fi
 endef
 
-.PHONY: all deps deps-test deps-generate generate build test test-es bench demo demo-capture lint fuzz clean
+.PHONY: all deps deps-test deps-generate generate build test test-es bench demo demo-capture lint fuzz clean docs render-config image
 
 all: lint build test
 
@@ -122,6 +122,19 @@ bench: deps-test
 test-es:
 	@if [ -z "$$CORRELATOR_TEST_ES_URL" ]; then echo "test-es: set CORRELATOR_TEST_ES_URL=https://host:9200 (and CORRELATOR_TEST_ES_API_KEY)" >&2; exit 2; fi
 	$(GO) test -count=1 -v -run 'TestContractCluster' ./pkg/store/elasticsearch/
+
+## docs: regenerate docs/api.md from pkg/api/openapi.json.
+docs:
+	$(GO) test ./internal/apidoc -run TestAPIDocUpToDate -update
+
+## render-config: the agent's config file as the Helm chart renders it (HELM_ARGS="--set ...").
+render-config:
+	@deploy/render-config.sh $(HELM_ARGS)
+
+IMAGE ?= ghcr.io/execid/correlator:dev
+## image: the container image (needs a Docker engine; there is none on the dev machines).
+image:
+	docker build -t $(IMAGE) .
 
 ## fuzz: each Fuzz* function of each package for FUZZTIME (default 30s).
 fuzz:

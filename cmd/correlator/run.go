@@ -39,6 +39,7 @@ type runOptions struct {
 	tlsCert        string
 	tlsKey         string
 	insecureNoAuth bool
+	authKubernetes bool
 	podMap         string
 	criSocket      string
 	retention      time.Duration
@@ -86,6 +87,7 @@ func newRunCmd(g *globalOptions) *cobra.Command {
 	f.StringVar(&o.tlsCert, "tls-cert", "", "API server certificate (PEM)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "API server key (PEM)")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve the API without authentication (loopback --listen only)")
+	f.BoolVar(&o.authKubernetes, "auth-kubernetes", false, "also accept Kubernetes tokens: TokenReview, then SubjectAccessReview for get on "+kubeReviewPath+" (in-cluster)")
 	f.StringVar(&o.podMap, "pod-map", "", "static JSON or YAML list of {containerID, podUID, namespace, pod, container}")
 	f.StringVar(&o.criSocket, "cri-socket", "", "CRI runtime socket for pod metadata, e.g. /run/containerd/containerd.sock")
 	f.DurationVar(&o.retention, "retention", 30*24*time.Hour, "delete sessions and processes older than this")
@@ -122,8 +124,8 @@ func (o *runOptions) validate() error {
 	switch {
 	case o.insecureNoAuth && !api.IsLoopback(o.listen):
 		errs = append(errs, fmt.Errorf("validating --insecure-no-auth: only allowed when --listen is a loopback address, not %q", o.listen))
-	case !o.insecureNoAuth && o.tokenFile == "":
-		errs = append(errs, errors.New("validating authentication: the API requires --token-file (or --insecure-no-auth on loopback)"))
+	case !o.insecureNoAuth && o.tokenFile == "" && !o.authKubernetes:
+		errs = append(errs, errors.New("validating authentication: the API requires --token-file or --auth-kubernetes (or --insecure-no-auth on loopback)"))
 	}
 	if (o.tlsCert == "") != (o.tlsKey == "") {
 		errs = append(errs, errors.New("validating TLS: give both --tls-cert and --tls-key, or neither"))
@@ -166,13 +168,13 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 	var auth api.Authenticator
 	webhookToken := ""
 	if !o.insecureNoAuth {
-		tf, err := api.NewTokenFile(o.tokenFile)
-		if err != nil {
+		if auth, err = o.authenticator(); err != nil {
 			return err
 		}
-		auth = tf
-		if webhookToken, err = api.FirstToken(o.tokenFile); err != nil {
-			return err
+		if o.tokenFile != "" {
+			if webhookToken, err = api.FirstToken(o.tokenFile); err != nil {
+				return err
+			}
 		}
 	}
 	var probe *capture.Probe
@@ -228,7 +230,13 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 			goRun("auditlog", func(ctx context.Context) error { return s.Run(ctx, ag.AuditSink()) })
 		}
 	}
-	wh := auditlog.NewWebhookHandler(auditlog.WebhookConfig{BearerToken: webhookToken}, ag.AuditSink(), log, am)
+	// The webhook on the API listener takes the token file's first token;
+	// without one (Kubernetes auth only) it is not served there at all:
+	// use --audit-webhook-listen with its own token or client CA.
+	var wh http.Handler
+	if o.insecureNoAuth || webhookToken != "" {
+		wh = auditlog.NewWebhookHandler(auditlog.WebhookConfig{BearerToken: webhookToken}, ag.AuditSink(), log, am)
+	}
 	handler := api.NewHandler(st, api.Config{Auth: auth, Webhook: wh,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Ready:   func() error { return nil }}, log)

@@ -134,7 +134,8 @@ func (t *TokenFile) Authenticate(r *http.Request) (string, error) {
 type KubeReview struct {
 	Server string // https://host:port
 	Client *http.Client
-	// Token authenticates correlator itself (its service account).
+	// Token authenticates correlator itself (its service account); empty
+	// when Client adds its own credentials.
 	Token string
 	// Path is the non-resource URL the caller needs `get` on.
 	Path string
@@ -221,7 +222,9 @@ func (k *KubeReview) post(ctx context.Context, path string, obj any) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+k.Token)
+	if k.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+k.Token)
+	}
 	resp, err := k.Client.Do(req)
 	if err != nil {
 		return err

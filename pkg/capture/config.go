@@ -111,7 +111,7 @@ func validateKey(k string) error {
 func Preflight() error {
 	var missing []error
 	if os.Geteuid() != 0 {
-		missing = append(missing, errors.New("capture needs root (CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN to load tracing programs); run it with sudo or as root"))
+		missing = append(missing, errors.New("capture needs root with CAP_BPF and CAP_PERFMON (to load tracing programs), plus CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH to read other users' processes at start; run it with sudo or as root"))
 	}
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
 		missing = append(missing, errors.New("this kernel exposes no BTF (/sys/kernel/btf/vmlinux is missing); capture needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (5.8 or later)"))

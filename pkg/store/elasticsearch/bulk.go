@@ -37,14 +37,14 @@ type bulkMetrics struct {
 	requests *prometheus.CounterVec
 }
 
-func newBulkMetrics(reg prometheus.Registerer, prefix string) (*bulkMetrics, error) {
+func newBulkMetrics(reg prometheus.Registerer, itemsName, requestsName string) (*bulkMetrics, error) {
 	m := &bulkMetrics{
 		items: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: prefix + "_bulk_items_total",
+			Name: itemsName,
 			Help: "Bulk items sent to Elasticsearch, by result (indexed, duplicate, retried, failed).",
 		}, []string{"result"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: prefix + "_bulk_requests_total",
+			Name: requestsName,
 			Help: "Bulk requests sent to Elasticsearch, by result (ok, error).",
 		}, []string{"result"}),
 	}

@@ -33,7 +33,7 @@ func NewAlertSink(ctx context.Context, cfg Config, log zerolog.Logger, reg prome
 	if err != nil {
 		return nil, err
 	}
-	m, err := newBulkMetrics(reg, "correlator_es_alert_sink")
+	m, err := newBulkMetrics(reg, "correlator_es_alert_sink_bulk_items_total", "correlator_es_alert_sink_bulk_requests_total")
 	if err != nil {
 		return nil, err
 	}

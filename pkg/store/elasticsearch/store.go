@@ -49,7 +49,7 @@ func Open(ctx context.Context, cfg Config, log zerolog.Logger, reg prometheus.Re
 	if err != nil {
 		return nil, err
 	}
-	m, err := newBulkMetrics(reg, "correlator_es_store")
+	m, err := newBulkMetrics(reg, "correlator_es_store_bulk_items_total", "correlator_es_store_bulk_requests_total")
 	if err != nil {
 		return nil, err
 	}

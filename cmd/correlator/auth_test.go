@@ -1,0 +1,63 @@
+package main
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/execid/correlator/pkg/api"
+)
+
+// refuse answers every request with one error; accept names one token.
+type refuse struct{ err error }
+
+func (r refuse) Authenticate(*http.Request) (string, error) { return "", r.err }
+
+// TestAnyAuth: the token file and the Kubernetes review are alternatives,
+// but a Kubernetes "forbidden" is final.
+func TestAnyAuth(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte("file-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tf, err := api.NewTokenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func(tok string) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/sessions", nil)
+		if tok != "" {
+			r.Header.Set("Authorization", "Bearer "+tok)
+		}
+		return r
+	}
+	tests := []struct {
+		name string
+		auth anyAuth
+		tok  string
+		want error
+	}{
+		{"file token, kube says unauthenticated", anyAuth{refuse{api.ErrUnauthenticated}, tf}, "file-token", nil},
+		{"no token at all", anyAuth{tf, refuse{api.ErrUnauthenticated}}, "", api.ErrUnauthenticated},
+		{"kube forbids: final", anyAuth{refuse{api.ErrForbidden}, tf}, "file-token", api.ErrForbidden},
+		{"kube unreachable, bad token: the outage is reported", anyAuth{tf, refuse{errors.New("dial tcp: refused")}}, "nope", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.auth.Authenticate(req(tt.tok))
+			switch {
+			case tt.want == nil && tt.name == "kube unreachable, bad token: the outage is reported":
+				if err == nil || errors.Is(err, api.ErrUnauthenticated) {
+					t.Errorf("err = %v, want the review's own error", err)
+				}
+			case tt.want == nil && err != nil:
+				t.Errorf("err = %v, want accepted", err)
+			case tt.want != nil && !errors.Is(err, tt.want):
+				t.Errorf("err = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
