@@ -80,6 +80,12 @@ func TestQueryPlans(t *testing.T) {
 		t.Logf("processes %+v: %s", tc.f, plan)
 		checkPlan(t, plan, tc.index)
 	}
+	// A session's tree and its claimants.
+	for col, index := range map[string]string{"audit_id": "processes_audit", "claimed_audit_id": "processes_claimed"} {
+		plan := queryPlan(t, s, sessionProcessesSQL(col), []any{"a", 10})
+		t.Logf("session processes by %s: %s", col, plan)
+		checkPlan(t, plan, index)
+	}
 }
 
 func checkPlan(t *testing.T, plan, index string) {

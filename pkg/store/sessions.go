@@ -126,12 +126,19 @@ func (s *Store) GetSession(ctx context.Context, auditID string) (SessionDetail, 
 	return d, nil
 }
 
+// sessionProcessesSQL selects a session's processes by col. The "!= ''"
+// lets SQLite use the partial processes_claimed index: a bound parameter
+// alone does not prove the row matches the index's WHERE.
+func sessionProcessesSQL(col string) string {
+	return "SELECT " + processCols + " FROM processes p WHERE p." + col + " = ? AND p." + col +
+		" != '' ORDER BY p.start, p.id LIMIT ?"
+}
+
 // sessionProcesses returns up to SessionProcessLimit processes whose col
 // (audit_id or claimed_audit_id) is auditID, oldest first, and whether
 // there were more.
 func (s *Store) sessionProcesses(ctx context.Context, tx *sql.Tx, col, auditID string) ([]Process, bool, error) {
-	rows, err := tx.QueryContext(ctx, "SELECT "+processCols+" FROM processes p WHERE p."+col+
-		" = ? ORDER BY p.start, p.id LIMIT ?", auditID, s.cfg.SessionProcessLimit+1)
+	rows, err := tx.QueryContext(ctx, sessionProcessesSQL(col), auditID, s.cfg.SessionProcessLimit+1)
 	if err != nil {
 		return nil, false, fmt.Errorf("querying processes of session %s: %w", auditID, err)
 	}
