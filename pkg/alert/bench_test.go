@@ -1,9 +1,13 @@
 package alert
 
 import (
+	"bufio"
 	"context"
+	"net"
 	"net/http/httptest"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,4 +73,56 @@ func BenchmarkDispatchWebhook(b *testing.B) {
 		b.Fatal(err)
 	}
 	benchDispatch(b, ws, rcv.distinct)
+}
+
+// BenchmarkDispatchSyslogTCP delivers over RFC 6587 octet-counted TCP to a
+// receiver on loopback that parses every message strictly (RFC 5424) and
+// counts distinct alert IDs.
+func BenchmarkDispatchSyslogTCP(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var bad atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					msg, err := readOctetCounted(r)
+					if err != nil {
+						return
+					}
+					m, err := parseRFC5424(msg)
+					if err != nil {
+						bad.Add(1)
+						continue
+					}
+					mu.Lock()
+					seen[m.SD[sdID]["id"]] = true
+					mu.Unlock()
+				}
+			}()
+		}
+	}()
+	spec, err := ParseSinkSpec("syslog+tcp://" + ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := NewDeliverer(spec, SinkOptions{}, zerolog.Nop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchDispatch(b, s, func() int { mu.Lock(); defer mu.Unlock(); return len(seen) })
+	if n := bad.Load(); n > 0 {
+		b.Fatalf("%d messages failed strict RFC 5424 parsing", n)
+	}
 }
