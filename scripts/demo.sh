@@ -18,6 +18,9 @@
 # temporary directory are removed on every exit path.
 # Needs root (BPF, runc, cgroups), jq, curl, runc and busybox-static
 # (`make deps`). CORRELATOR overrides the binary (default bin/correlator).
+# DEMO_CONFIG runs the agent with that config file (for instance the Helm
+# chart's, from deploy/render-config.sh); the demo's own flags override the
+# listener, token, store, pod map, audit log and pin path it names.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -163,7 +166,9 @@ main() {
 	header "2. correlator run (BPF capture, audit log tail, authenticated API, SQLite)"
 	head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
 	: >"$work/audit.log"
-	"$CORRELATOR" run --listen "127.0.0.1:$PORT" --token-file "$work/token" \
+	local config=()
+	[[ -n ${DEMO_CONFIG:-} ]] && config=(--config "$DEMO_CONFIG") && echo "agent config: $DEMO_CONFIG"
+	"$CORRELATOR" run "${config[@]}" --listen "127.0.0.1:$PORT" --token-file "$work/token" \
 		--store "sqlite:$work/correlator.db" --pod-map "$work/pods.json" \
 		--audit-log "$work/audit.log" --audit-checkpoint-dir "$work/checkpoints" \
 		--pin-path "$PIN" >"$work/agent.log" 2>&1 &
