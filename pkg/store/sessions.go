@@ -126,7 +126,7 @@ func (s *Store) GetSession(ctx context.Context, auditID string) (SessionDetail, 
 	return d, nil
 }
 
-// sessionProcessesSQL selects a session's processes by col. The "!= ''"
+// sessionProcessesSQL selects a session's processes by col. The "!= ”"
 // lets SQLite use the partial processes_claimed index: a bound parameter
 // alone does not prove the row matches the index's WHERE.
 func sessionProcessesSQL(col string) string {
