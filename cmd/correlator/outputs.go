@@ -109,10 +109,11 @@ func (o *alertOptions) validate(es *esOptions) error {
 	if _, err := o.rules(); err != nil {
 		errs = append(errs, err)
 	}
-	for _, s := range o.sinks {
+	for i, s := range o.sinks {
 		spec, err := alert.ParseSinkSpec(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("validating --alert-sink %q: %w", redactURL(s), err))
+			// The spec may hold credentials: name it by position.
+			errs = append(errs, fmt.Errorf("validating --alert-sink number %d: %w", i+1, err))
 			continue
 		}
 		if spec.Kind == "elasticsearch" && spec.URL == "" && !es.configured() {
@@ -163,7 +164,7 @@ func (o *alertOptions) build(ctx context.Context, es *esOptions, log zerolog.Log
 		}
 		if err != nil {
 			closeAll()
-			return nil, nil, fmt.Errorf("creating alert sink %s: %w", redactURL(s), err)
+			return nil, nil, fmt.Errorf("creating alert sink %s: %w", spec, err)
 		}
 		sinks = append(sinks, d)
 	}
@@ -173,17 +174,6 @@ func (o *alertOptions) build(ctx context.Context, es *esOptions, log zerolog.Log
 		return nil, nil, err
 	}
 	return eng, disp, nil
-}
-
-// redactURL drops userinfo from a sink spec before it is shown.
-func redactURL(s string) string {
-	if i := strings.Index(s, "://"); i >= 0 {
-		rest := s[i+3:]
-		if at := strings.IndexByte(rest, '@'); at >= 0 && at < strings.IndexAny(rest+"/", "/?") {
-			return s[:i+3] + "REDACTED@" + rest[at+1:]
-		}
-	}
-	return s
 }
 
 // backend is a store the agent writes and the API reads.
