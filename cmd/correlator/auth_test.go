@@ -11,7 +11,7 @@ import (
 	"github.com/execid/correlator/pkg/api"
 )
 
-// refuse answers every request with one error; accept names one token.
+// refuse answers every request with one error.
 type refuse struct{ err error }
 
 func (r refuse) Authenticate(*http.Request) (string, error) { return "", r.err }
@@ -38,18 +38,20 @@ func TestAnyAuth(t *testing.T) {
 		name string
 		auth anyAuth
 		tok  string
-		want error
+		want error // nil: accepted, unless outage
+		// outage: the review's own error must surface, not "unauthenticated".
+		outage bool
 	}{
 		{"file token, kube says unauthenticated", anyAuth{refuse{api.ErrUnauthenticated}, tf}, "file-token", nil},
 		{"no token at all", anyAuth{tf, refuse{api.ErrUnauthenticated}}, "", api.ErrUnauthenticated},
 		{"kube forbids: final", anyAuth{refuse{api.ErrForbidden}, tf}, "file-token", api.ErrForbidden},
-		{"kube unreachable, bad token: the outage is reported", anyAuth{tf, refuse{errors.New("dial tcp: refused")}}, "nope", nil},
+		{"kube unreachable, bad token: the outage is reported", anyAuth{tf, refuse{errors.New("dial tcp: refused")}}, "nope", nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := tt.auth.Authenticate(req(tt.tok))
 			switch {
-			case tt.want == nil && tt.name == "kube unreachable, bad token: the outage is reported":
+			case tt.outage:
 				if err == nil || errors.Is(err, api.ErrUnauthenticated) {
 					t.Errorf("err = %v, want the review's own error", err)
 				}
