@@ -42,9 +42,9 @@ func TestAnyAuth(t *testing.T) {
 		// outage: the review's own error must surface, not "unauthenticated".
 		outage bool
 	}{
-		{"file token, kube says unauthenticated", anyAuth{refuse{api.ErrUnauthenticated}, tf}, "file-token", nil},
-		{"no token at all", anyAuth{tf, refuse{api.ErrUnauthenticated}}, "", api.ErrUnauthenticated},
-		{"kube forbids: final", anyAuth{refuse{api.ErrForbidden}, tf}, "file-token", api.ErrForbidden},
+		{"file token, kube says unauthenticated", anyAuth{refuse{api.ErrUnauthenticated}, tf}, "file-token", nil, false},
+		{"no token at all", anyAuth{tf, refuse{api.ErrUnauthenticated}}, "", api.ErrUnauthenticated, false},
+		{"kube forbids: final", anyAuth{refuse{api.ErrForbidden}, tf}, "file-token", api.ErrForbidden, false},
 		{"kube unreachable, bad token: the outage is reported", anyAuth{tf, refuse{errors.New("dial tcp: refused")}}, "nope", nil, true},
 	}
 	for _, tt := range tests {
