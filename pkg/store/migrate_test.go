@@ -61,32 +61,3 @@ func TestMigrateFromV1(t *testing.T) {
 		t.Fatalf("user_version = %d, %v", v, err)
 	}
 }
-
-// TestClaimantsAreNotMembers: a process that only claimed a session's ID
-// is listed as a claimant, never counted or filtered as the session's own.
-func TestClaimantsAreNotMembers(t *testing.T) {
-	s := openTest(t)
-	ctx := context.Background()
-	own := process("own", "victim", 1)
-	forged := process("forged", "", 2)
-	forged.ClaimedAuditID, forged.Flags = "victim", []string{"root_unverified"}
-	mustUpsert(t, s, []Session{session("victim", "alice", 0)}, []Process{own, forged})
-
-	d, err := s.GetSession(ctx, "victim")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(d.Processes) != 1 || d.Processes[0].ProcessID != "own" || d.ProcessCount != 1 {
-		t.Errorf("processes = %v (count %d), want only own", d.Processes, d.ProcessCount)
-	}
-	if len(d.Claimants) != 1 || d.Claimants[0].ProcessID != "forged" {
-		t.Errorf("claimants = %v, want forged", d.Claimants)
-	}
-	ps, _, err := s.ListProcesses(ctx, ProcessFilter{User: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ps) != 1 || ps[0].ProcessID != "own" {
-		t.Errorf("alice's processes = %v, want only own", ps)
-	}
-}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // Deleted counts the rows one retention pass removed.
@@ -139,22 +141,39 @@ func (s *Store) deleteSessionChunk(ctx context.Context, cut int64) (sessions, re
 // is done, logging each pass that deleted something. It returns ctx's
 // error.
 func (s *Store) RunRetention(ctx context.Context, maxAge, interval time.Duration) error {
+	return RunRetention(ctx, s, maxAge, interval, s.log, func(ctx context.Context) error {
+		_, err := s.w.ExecContext(ctx, "PRAGMA optimize")
+		return err
+	})
+}
+
+// Retainer is a store that deletes by age: SQLite or Elasticsearch.
+type Retainer interface {
+	DeleteOlderThan(ctx context.Context, t time.Time) (Deleted, error)
+}
+
+// RunRetention is every backend's retention loop: r.DeleteOlderThan every
+// interval until ctx is done, logging each pass that deleted something and
+// then calling tidy (may be nil). It returns ctx's error.
+func RunRetention(ctx context.Context, r Retainer, maxAge, interval time.Duration, log zerolog.Logger, tidy func(context.Context) error) error {
 	if maxAge <= 0 || interval <= 0 {
 		return fmt.Errorf("starting retention: max age %s and interval %s must be positive", maxAge, interval)
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
-		d, err := s.DeleteOlderThan(ctx, time.Now().Add(-maxAge))
+		d, err := r.DeleteOlderThan(ctx, time.Now().Add(-maxAge))
 		switch {
 		case err != nil && ctx.Err() == nil:
-			s.log.Warn().Err(err).Msg("applying retention")
+			log.Warn().Err(err).Msg("applying retention")
 		case d != (Deleted{}):
-			s.log.Info().Int64("sessions", d.Sessions).Int64("processes", d.Processes).
+			log.Info().Int64("sessions", d.Sessions).Int64("processes", d.Processes).
 				Int64("auditRecords", d.AuditRecords).Int64("alerts", d.Alerts).
-				Dur("maxAge", maxAge).Msg("retention deleted rows")
-			if _, err := s.w.ExecContext(ctx, "PRAGMA optimize"); err != nil && ctx.Err() == nil {
-				s.log.Warn().Err(err).Msg("optimizing store")
+				Dur("maxAge", maxAge).Msg("retention deleted old records")
+			if tidy != nil {
+				if err := tidy(ctx); err != nil && ctx.Err() == nil {
+					log.Warn().Err(err).Msg("tidying the store after retention")
+				}
 			}
 		}
 		select {

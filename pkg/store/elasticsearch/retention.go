@@ -210,29 +210,8 @@ func (s *Store) deleteOrphanRecords(ctx context.Context, cut string) (int64, err
 	}
 }
 
-// RunRetention deletes what is older than maxAge every interval until ctx
-// is done, logging each pass that deleted something. It returns ctx's
-// error.
+// RunRetention runs store.RunRetention's loop on this store. It returns
+// ctx's error.
 func (s *Store) RunRetention(ctx context.Context, maxAge, interval time.Duration) error {
-	if maxAge <= 0 || interval <= 0 {
-		return fmt.Errorf("starting retention: max age %s and interval %s must be positive", maxAge, interval)
-	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		d, err := s.DeleteOlderThan(ctx, time.Now().Add(-maxAge))
-		switch {
-		case err != nil && ctx.Err() == nil:
-			s.log.Warn().Err(err).Msg("applying retention")
-		case d != (store.Deleted{}):
-			s.log.Info().Int64("sessions", d.Sessions).Int64("processes", d.Processes).
-				Int64("auditRecords", d.AuditRecords).Int64("alerts", d.Alerts).
-				Dur("maxAge", maxAge).Msg("retention deleted documents")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
+	return store.RunRetention(ctx, s, maxAge, interval, s.log, nil)
 }
