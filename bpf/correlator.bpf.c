@@ -26,6 +26,8 @@ const enum event_flag *unused_event_flag __attribute__((unused));
 const enum id_source *unused_id_source __attribute__((unused));
 const enum stat_index *unused_stat_index __attribute__((unused));
 const enum lineage_flag *unused_lineage_flag __attribute__((unused));
+const enum exec_origin *unused_exec_origin __attribute__((unused));
+const struct image_place *unused_image_place __attribute__((unused));
 
 /*
  * sched_process_exec fires in exec_binprm() after the binary handler has
@@ -40,10 +42,12 @@ int BPF_PROG(handle_exec, struct task_struct *p, int old_pid, struct linux_binpr
 	__u32 zero = 0;
 	struct exec_event *ev = bpf_map_lookup_elem(&exec_scratch, &zero);
 	struct scan_buf *buf = bpf_map_lookup_elem(&scan_scratch, &zero);
+	__u32 nr;
 
 	if (!ev || !buf)
 		return 0;
-	fill_exec(ev, p, bprm);
+	nr = fill_exec(ev, p, bprm);
+	judge_exec(ev, p, nr);
 	scan_env(ev, buf, p, bprm);
 	resolve_lineage(ev, p);
 	emit(ev, sizeof(*ev));
@@ -54,11 +58,13 @@ int BPF_PROG(handle_exec, struct task_struct *p, int old_pid, struct linux_binpr
  * sched_process_fork fires in kernel_clone() after copy_process() and before
  * wake_up_new_task(): the child inherits its parent's entry before it can
  * run a single instruction. Threads share their group's entry (keyed by
- * tgid), so a fork from any thread finds it. tp_btf since 5.5.
+ * tgid), so a fork from any thread finds it; every clone, threads too,
+ * copies its creator's image place (a thread may exec). tp_btf since 5.5.
  */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 {
+	inherit_place(parent, child);
 	inherit_lineage(parent, child);
 	return 0;
 }

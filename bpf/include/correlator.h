@@ -23,9 +23,31 @@ enum event_kind {
 enum key_flag {
 	KEY_FLAG_ENV_MISMATCH = 1 << 0,    /* env claims another value than the lineage */
 	KEY_FLAG_ENV_REMOVED = 1 << 1,     /* lineage has a value, env lacks the key */
-	KEY_FLAG_ROOT_UNVERIFIED = 1 << 2, /* session root's parent is in the same container */
+	KEY_FLAG_ROOT_UNVERIFIED = 1 << 2, /* session root not exec'd from outside its container */
 	KEY_FLAG_DUPLICATE_KEY = 1 << 3,   /* key occurs more than once; first wins */
 	KEY_FLAG_ID_TRUNCATED = 1 << 4,    /* value longer than ID_MAX_LEN */
+	KEY_FLAG_ROOT_INDIRECT = 1 << 5,   /* root set by the first image the runtime exec'd */
+};
+
+/*
+ * Who exec'd an image, judged by where the image that called execve was
+ * itself loaded (its place, kept per task and copied at every clone).
+ * A runtime's exec helper (runc init, crun) is loaded outside the container
+ * and execs the user's command inside it; anything loaded inside the
+ * container was started by the container's own code.
+ */
+enum exec_origin {
+	EXEC_ORIGIN_UNKNOWN = 0,       /* the exec'ing image predates the probe */
+	EXEC_ORIGIN_OTHER_CGROUP = 1,  /* loaded in another cgroup: the runtime */
+	EXEC_ORIGIN_OUTER_PIDNS = 2,   /* same cgroup, outer pid ns, same user ns (runc CLONE_INTO_CGROUP) */
+	EXEC_ORIGIN_INSIDE = 3,        /* loaded in this container */
+	EXEC_ORIGIN_RUNTIME_CHILD = 4, /* loaded here by the runtime's own exec (e.g. SPO's env prefix) */
+	EXEC_ORIGIN_PARENT_INSIDE = 5, /* loaded outside, but the parent runs in this container */
+	EXEC_ORIGIN_NESTED_USERNS = 6, /* another pid ns under another user ns: one the container made */
+};
+
+enum place_flag {
+	PLACE_FLAG_RUNTIME_EXEC = 1 << 0, /* this image was exec'd from outside its container */
 };
 
 /* Per-event flags. */
@@ -55,7 +77,8 @@ enum stat_index {
 	STAT_LINEAGE_FULL = 1,
 	STAT_SCAN_TRUNCATED = 2,
 	STAT_SCAN_ERRORS = 3,
-	STAT_MAX = 4,
+	STAT_PLACE_ERRORS = 4, /* task storage for an image's place not allocated */
+	STAT_MAX = 5,
 };
 
 struct id_slot {
@@ -64,6 +87,15 @@ struct id_slot {
 	__u8 source; /* enum id_source */
 	__u8 _pad0;
 	__u32 flags; /* enum key_flag */
+};
+
+/* Where a task's current image was loaded: task storage, copied at clone. */
+struct image_place {
+	__u64 cgroup_id;
+	__u32 pidns;
+	__u32 userns; /* owner of pidns */
+	__u32 flags;  /* enum place_flag */
+	__u32 _pad0;
 };
 
 /* Lineage map value, keyed by tgid. */
@@ -90,6 +122,7 @@ struct exec_event {
 	__u64 parent_start_ns;
 	__u64 root_start_ns;
 	__u64 cgroup_id;
+	struct image_place exec_by; /* where the image that exec'd this one was loaded */
 	__u32 pid;
 	__u32 tgid;
 	__u32 ppid;
@@ -97,6 +130,8 @@ struct exec_event {
 	__u32 root_tgid;
 	__u32 depth;
 	__u32 pidns;
+	__u32 userns;   /* owner of pidns */
+	__u32 origin;   /* enum exec_origin */
 	__u32 flags; /* enum event_flag */
 	__u32 env_bytes;   /* size of the committed environment */
 	__u32 env_scanned; /* variables visited */

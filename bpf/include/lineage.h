@@ -6,6 +6,7 @@
 #include "maps.h"
 #include "task.h"
 #include "scan.h"
+#include "place.h"
 
 /* Stops clang from fusing per-slot memsets into one BPF cannot lower. */
 #define barrier() asm volatile("" ::: "memory")
@@ -33,14 +34,16 @@ static __always_inline __u16 read_cgroup_name(char *dst, struct kernfs_node *kn)
 	return n > 0 ? n - 1 : 0;
 }
 
-static __always_inline void fill_exec(struct exec_event *ev, struct task_struct *p,
-				      struct linux_binprm *bprm)
+/* fill_exec returns the task's pid in its own pid namespace. */
+static __always_inline __u32 fill_exec(struct exec_event *ev, struct task_struct *p,
+				       struct linux_binprm *bprm)
 {
 	struct task_struct *parent = p->real_parent;
 	struct mm_struct *mm = p->mm;
 	struct cgroup *cg = task_cgroup(p);
 	struct kernfs_node *kn = cg ? BPF_CORE_READ(cg, kn) : 0;
 	__u64 astart, aend, alen;
+	__u32 nr;
 	long n;
 
 	/* BPF cannot memset a kilobyte at once: clear the header, then each slot. */
@@ -61,7 +64,7 @@ static __always_inline void fill_exec(struct exec_event *ev, struct task_struct 
 	ev->ppid = parent->tgid;
 	ev->parent_start_ns = parent->group_leader->start_boottime;
 	ev->uid = p->cred->uid.val;
-	ev->pidns = task_pidns(p);
+	task_ns_view(p, &ev->pidns, &ev->userns, &nr);
 	ev->cgroup_id = cgroup_id_of(cg);
 	ev->cgroup_len = read_cgroup_name(ev->cgroup, kn);
 	if (kn)
@@ -79,6 +82,7 @@ static __always_inline void fill_exec(struct exec_event *ev, struct task_struct 
 	}
 	if (alen && !bpf_probe_read_user(ev->argv, alen, (void *)astart))
 		ev->argv_len = alen;
+	return nr;
 }
 
 static __always_inline void scan_env(struct exec_event *ev, struct scan_buf *buf,
@@ -121,21 +125,12 @@ static __always_inline bool slot_equal(const struct id_slot *a, const struct id_
 	return true;
 }
 
-/* Parent in the same pid namespace and cgroup: the ID was set inside the container. */
-static __always_inline bool parent_in_container(struct exec_event *ev, struct task_struct *p)
-{
-	struct task_struct *parent = p->real_parent;
-
-	return task_pidns(parent) == ev->pidns &&
-	       cgroup_id_of(task_cgroup(parent)) == ev->cgroup_id;
-}
-
 static __always_inline void resolve_lineage(struct exec_event *ev, struct task_struct *p)
 {
 	__u32 zero = 0, tgid = ev->tgid;
 	struct lineage *e = bpf_map_lookup_elem(&lineage_map, &tgid);
 	struct lineage *ne = 0;
-	bool same_ctr = false, checked = false;
+	__u32 root_flags = 0;
 
 	if (e && !start_matches(e, ev->start_ns)) {
 		/* The tgid was reused: the old session does not carry over. */
@@ -148,6 +143,11 @@ static __always_inline void resolve_lineage(struct exec_event *ev, struct task_s
 		ev->root_start_ns = e->root_start_ns;
 		ev->depth = e->depth;
 	}
+	/* A new root is verified only when exec'd from outside its container. */
+	if (!origin_verified(ev->origin))
+		root_flags = KEY_FLAG_ROOT_UNVERIFIED;
+	if (ev->origin == EXEC_ORIGIN_RUNTIME_CHILD)
+		root_flags |= KEY_FLAG_ROOT_INDIRECT;
 
 #pragma unroll
 	for (__u32 k = 0; k < MAX_KEYS; k++) {
@@ -177,12 +177,7 @@ static __always_inline void resolve_lineage(struct exec_event *ev, struct task_s
 		/* A session root: the first ID this lineage has seen for key k. */
 		__builtin_memcpy(out, cl, sizeof(*out));
 		__builtin_memset(cl, 0, sizeof(*cl));
-		if (!checked) {
-			same_ctr = parent_in_container(ev, p);
-			checked = true;
-		}
-		if (same_ctr)
-			out->flags |= KEY_FLAG_ROOT_UNVERIFIED;
+		out->flags |= root_flags;
 		if (e) {
 			__builtin_memcpy(&e->ids[k], out, sizeof(*out));
 			continue;

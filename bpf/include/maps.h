@@ -22,6 +22,18 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } lineage_map SEC(".maps");
 
+/*
+ * Each task's image place. Task storage lives and dies with the task, so
+ * it needs no capacity and no exit cleanup; pinned, it survives a restart.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct image_place);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} image_places SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 << 20);

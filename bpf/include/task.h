@@ -14,22 +14,48 @@
 
 #define PF_KTHREAD 0x00200000
 
-/* The pid namespace the task lives in (task_active_pid_ns). */
-static __always_inline __u32 task_pidns(struct task_struct *t)
+/* The pid namespace the task lives in (task_active_pid_ns), read once. */
+static __always_inline struct upid task_upid(struct task_struct *t)
 {
 	struct pid *pid = t->thread_pid;
 	unsigned int level;
 	struct upid up = {};
 
 	if (!pid)
-		return 0;
+		return up;
 	level = pid->level;
 	if (level > 32)
-		return 0;
+		return up;
 	bpf_core_read(&up, sizeof(up), &pid->numbers[level]);
+	return up;
+}
+
+static __always_inline __u32 task_pidns(struct task_struct *t)
+{
+	struct upid up = task_upid(t);
+
 	if (!up.ns)
 		return 0;
 	return BPF_CORE_READ(up.ns, ns.inum);
+}
+
+/*
+ * The task's pid namespace, the user namespace that owns it, and the
+ * task's pid in it: an unprivileged process can only make a new pid
+ * namespace under a new user namespace, which is what the owner shows.
+ */
+static __always_inline void task_ns_view(struct task_struct *t, __u32 *pidns, __u32 *userns,
+					 __u32 *nr)
+{
+	struct upid up = task_upid(t);
+
+	*pidns = 0;
+	*userns = 0;
+	*nr = up.nr;
+	if (!up.ns)
+		return;
+	*pidns = BPF_CORE_READ(up.ns, ns.inum);
+	*userns = BPF_CORE_READ(up.ns, user_ns, ns.inum);
 }
 
 /*

@@ -28,6 +28,15 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_RINGBUF = 27,
+	BPF_MAP_TYPE_TASK_STORAGE = 29,
+};
+
+enum {
+	BPF_F_NO_PREALLOC = 1,
+};
+
+enum {
+	BPF_LOCAL_STORAGE_GET_F_CREATE = 1,
 };
 
 enum {
@@ -57,8 +66,13 @@ struct ns_common {
 	unsigned int inum;
 };
 
+struct user_namespace {
+	struct ns_common ns;
+};
+
 struct pid_namespace {
 	struct ns_common ns;
+	struct user_namespace *user_ns;
 };
 
 struct upid {

@@ -42,6 +42,7 @@ type correlatorExecEvent struct {
 	ParentStartNs   uint64
 	RootStartNs     uint64
 	CgroupId        uint64
+	ExecBy          correlatorImagePlace
 	Pid             uint32
 	Tgid            uint32
 	Ppid            uint32
@@ -49,6 +50,8 @@ type correlatorExecEvent struct {
 	RootTgid        uint32
 	Depth           uint32
 	Pidns           uint32
+	Userns          uint32
+	Origin          uint32
 	Flags           uint32
 	EnvBytes        uint32
 	EnvScanned      uint32
@@ -63,6 +66,18 @@ type correlatorExecEvent struct {
 	Cgroup          [128]int8
 	CgroupParent    [128]int8
 }
+
+type correlatorExecOrigin uint32
+
+const (
+	correlatorExecOriginEXEC_ORIGIN_UNKNOWN       correlatorExecOrigin = 0
+	correlatorExecOriginEXEC_ORIGIN_OTHER_CGROUP  correlatorExecOrigin = 1
+	correlatorExecOriginEXEC_ORIGIN_OUTER_PIDNS   correlatorExecOrigin = 2
+	correlatorExecOriginEXEC_ORIGIN_INSIDE        correlatorExecOrigin = 3
+	correlatorExecOriginEXEC_ORIGIN_RUNTIME_CHILD correlatorExecOrigin = 4
+	correlatorExecOriginEXEC_ORIGIN_PARENT_INSIDE correlatorExecOrigin = 5
+	correlatorExecOriginEXEC_ORIGIN_NESTED_USERNS correlatorExecOrigin = 6
+)
 
 type correlatorExitEvent struct {
 	_   structs.HostLayout
@@ -104,6 +119,15 @@ const (
 	correlatorIdSourceID_SOURCE_PROCFS    correlatorIdSource = 3
 )
 
+type correlatorImagePlace struct {
+	_        structs.HostLayout
+	CgroupId uint64
+	Pidns    uint32
+	Userns   uint32
+	Flags    uint32
+	Pad0     uint32
+}
+
 type correlatorKeyFlag uint32
 
 const (
@@ -112,6 +136,7 @@ const (
 	correlatorKeyFlagKEY_FLAG_ROOT_UNVERIFIED correlatorKeyFlag = 4
 	correlatorKeyFlagKEY_FLAG_DUPLICATE_KEY   correlatorKeyFlag = 8
 	correlatorKeyFlagKEY_FLAG_ID_TRUNCATED    correlatorKeyFlag = 16
+	correlatorKeyFlagKEY_FLAG_ROOT_INDIRECT   correlatorKeyFlag = 32
 )
 
 type correlatorLineage struct {
@@ -144,7 +169,8 @@ const (
 	correlatorStatIndexSTAT_LINEAGE_FULL   correlatorStatIndex = 1
 	correlatorStatIndexSTAT_SCAN_TRUNCATED correlatorStatIndex = 2
 	correlatorStatIndexSTAT_SCAN_ERRORS    correlatorStatIndex = 3
-	correlatorStatIndexSTAT_MAX            correlatorStatIndex = 4
+	correlatorStatIndexSTAT_PLACE_ERRORS   correlatorStatIndex = 4
+	correlatorStatIndexSTAT_MAX            correlatorStatIndex = 5
 )
 
 // Names of all BPF objects in the ELF.
@@ -154,6 +180,7 @@ const (
 	correlatorMapEvents            = "events"
 	correlatorMapExecScratch       = "exec_scratch"
 	correlatorMapExitScratch       = "exit_scratch"
+	correlatorMapImagePlaces       = "image_places"
 	correlatorMapLineageMap        = "lineage_map"
 	correlatorMapLineageScratch    = "lineage_scratch"
 	correlatorMapScanScratch       = "scan_scratch"
@@ -170,8 +197,10 @@ const (
 	correlatorVarUnusedEventFlag   = "unused_event_flag"
 	correlatorVarUnusedEventKind   = "unused_event_kind"
 	correlatorVarUnusedExecEvent   = "unused_exec_event"
+	correlatorVarUnusedExecOrigin  = "unused_exec_origin"
 	correlatorVarUnusedExitEvent   = "unused_exit_event"
 	correlatorVarUnusedIdSource    = "unused_id_source"
+	correlatorVarUnusedImagePlace  = "unused_image_place"
 	correlatorVarUnusedKeyFlag     = "unused_key_flag"
 	correlatorVarUnusedLineage     = "unused_lineage"
 	correlatorVarUnusedLineageFlag = "unused_lineage_flag"
@@ -233,6 +262,7 @@ type correlatorMapSpecs struct {
 	Events         *ebpf.MapSpec `ebpf:"events"`
 	ExecScratch    *ebpf.MapSpec `ebpf:"exec_scratch"`
 	ExitScratch    *ebpf.MapSpec `ebpf:"exit_scratch"`
+	ImagePlaces    *ebpf.MapSpec `ebpf:"image_places"`
 	LineageMap     *ebpf.MapSpec `ebpf:"lineage_map"`
 	LineageScratch *ebpf.MapSpec `ebpf:"lineage_scratch"`
 	ScanScratch    *ebpf.MapSpec `ebpf:"scan_scratch"`
@@ -252,8 +282,10 @@ type correlatorVariableSpecs struct {
 	UnusedEventFlag   *ebpf.VariableSpec `ebpf:"unused_event_flag"`
 	UnusedEventKind   *ebpf.VariableSpec `ebpf:"unused_event_kind"`
 	UnusedExecEvent   *ebpf.VariableSpec `ebpf:"unused_exec_event"`
+	UnusedExecOrigin  *ebpf.VariableSpec `ebpf:"unused_exec_origin"`
 	UnusedExitEvent   *ebpf.VariableSpec `ebpf:"unused_exit_event"`
 	UnusedIdSource    *ebpf.VariableSpec `ebpf:"unused_id_source"`
+	UnusedImagePlace  *ebpf.VariableSpec `ebpf:"unused_image_place"`
 	UnusedKeyFlag     *ebpf.VariableSpec `ebpf:"unused_key_flag"`
 	UnusedLineage     *ebpf.VariableSpec `ebpf:"unused_lineage"`
 	UnusedLineageFlag *ebpf.VariableSpec `ebpf:"unused_lineage_flag"`
@@ -284,6 +316,7 @@ type correlatorMaps struct {
 	Events         *ebpf.Map `ebpf:"events"`
 	ExecScratch    *ebpf.Map `ebpf:"exec_scratch"`
 	ExitScratch    *ebpf.Map `ebpf:"exit_scratch"`
+	ImagePlaces    *ebpf.Map `ebpf:"image_places"`
 	LineageMap     *ebpf.Map `ebpf:"lineage_map"`
 	LineageScratch *ebpf.Map `ebpf:"lineage_scratch"`
 	ScanScratch    *ebpf.Map `ebpf:"scan_scratch"`
@@ -295,6 +328,7 @@ func (m *correlatorMaps) Close() error {
 		m.Events,
 		m.ExecScratch,
 		m.ExitScratch,
+		m.ImagePlaces,
 		m.LineageMap,
 		m.LineageScratch,
 		m.ScanScratch,
@@ -315,8 +349,10 @@ type correlatorVariables struct {
 	UnusedEventFlag   *ebpf.Variable `ebpf:"unused_event_flag"`
 	UnusedEventKind   *ebpf.Variable `ebpf:"unused_event_kind"`
 	UnusedExecEvent   *ebpf.Variable `ebpf:"unused_exec_event"`
+	UnusedExecOrigin  *ebpf.Variable `ebpf:"unused_exec_origin"`
 	UnusedExitEvent   *ebpf.Variable `ebpf:"unused_exit_event"`
 	UnusedIdSource    *ebpf.Variable `ebpf:"unused_id_source"`
+	UnusedImagePlace  *ebpf.Variable `ebpf:"unused_image_place"`
 	UnusedKeyFlag     *ebpf.Variable `ebpf:"unused_key_flag"`
 	UnusedLineage     *ebpf.Variable `ebpf:"unused_lineage"`
 	UnusedLineageFlag *ebpf.Variable `ebpf:"unused_lineage_flag"`

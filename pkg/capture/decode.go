@@ -82,6 +82,7 @@ func (d *Decoder) exec(r *correlatorExecEvent) Event {
 		ArgvTruncated:   r.Flags&uint32(correlatorEventFlagEVENT_FLAG_ARGV_TRUNCATED) != 0,
 		CgroupID:        r.CgroupId,
 		PIDNamespace:    r.Pidns,
+		ExecOrigin:      originName(r.Origin),
 		Depth:           r.Depth,
 		EnvBytes:        r.EnvBytes,
 		StartBootNs:     r.StartNs,
@@ -211,6 +212,26 @@ var keyFlagNames = []flagName{
 	{uint32(correlatorKeyFlagKEY_FLAG_ROOT_UNVERIFIED), FlagRootUnverified},
 	{uint32(correlatorKeyFlagKEY_FLAG_DUPLICATE_KEY), FlagDuplicateKey},
 	{uint32(correlatorKeyFlagKEY_FLAG_ID_TRUNCATED), FlagIDTruncated},
+	{uint32(correlatorKeyFlagKEY_FLAG_ROOT_INDIRECT), FlagRootIndirect},
+}
+
+var originNames = map[uint32]Origin{
+	uint32(correlatorExecOriginEXEC_ORIGIN_UNKNOWN):       OriginUnknown,
+	uint32(correlatorExecOriginEXEC_ORIGIN_OTHER_CGROUP):  OriginOtherCgroup,
+	uint32(correlatorExecOriginEXEC_ORIGIN_OUTER_PIDNS):   OriginOuterPIDNS,
+	uint32(correlatorExecOriginEXEC_ORIGIN_INSIDE):        OriginInside,
+	uint32(correlatorExecOriginEXEC_ORIGIN_RUNTIME_CHILD): OriginRuntimeChild,
+	uint32(correlatorExecOriginEXEC_ORIGIN_PARENT_INSIDE): OriginParentInside,
+	uint32(correlatorExecOriginEXEC_ORIGIN_NESTED_USERNS): OriginNestedUserns,
+}
+
+// originName names the kernel's verdict; a value this build does not know
+// reads as unknown, never as verified.
+func originName(o uint32) Origin {
+	if n, ok := originNames[o]; ok {
+		return n
+	}
+	return OriginUnknown
 }
 
 var eventFlagNames = []flagName{

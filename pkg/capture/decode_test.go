@@ -76,6 +76,9 @@ func fixtureExec() correlatorExecEvent {
 	r.RootTgid = 4242
 	r.Depth = 0
 	r.Pidns = 4026532000
+	r.Userns = 4026531837
+	r.Origin = uint32(correlatorExecOriginEXEC_ORIGIN_OTHER_CGROUP)
+	r.ExecBy = correlatorImagePlace{CgroupId: 42, Pidns: 4026531836, Userns: 4026531837}
 	r.EnvBytes = 2048
 	r.EnvScanned = 12
 	r.FilenameLen = setCString(r.Filename[:], "/usr/bin/sh")
@@ -103,6 +106,7 @@ func fixtureExecEvent() Event {
 		Cgroup:          "pod" + fxPodUID + "/" + fxCtrID,
 		CgroupID:        7777,
 		PIDNamespace:    4026532000,
+		ExecOrigin:      OriginOtherCgroup,
 		AuditID:         fxAuditID,
 		Source:          SourceEnv,
 		Flags:           []string{},
@@ -139,7 +143,8 @@ func decodeOK(t testing.TB, d *Decoder, frame []byte) Event {
 
 func TestDecodeFrameLayout(t *testing.T) {
 	// Sizes from bpf/include/correlator.h: the header is 16 bytes, an
-	// id_slot 136; exec 96 + 8 slots + 256 + 1024 + 2*128; exit 56 + 4 slots + 2*128.
+	// id_slot 136; image_place 24; exec 104 + 24 + 8 slots + 256 + 1024 +
+	// 2*128; exit 56 + 4 slots + 2*128.
 	for _, tc := range []struct {
 		name string
 		raw  any
@@ -147,7 +152,8 @@ func TestDecodeFrameLayout(t *testing.T) {
 	}{
 		{"header", correlatorEventHeader{}, 16},
 		{"id_slot", correlatorIdSlot{}, 136},
-		{"exec_event", correlatorExecEvent{}, 96 + 8*136 + 256 + 1024 + 2*128},
+		{"image_place", correlatorImagePlace{}, 24},
+		{"exec_event", correlatorExecEvent{}, 104 + 24 + 8*136 + 256 + 1024 + 2*128},
 		{"exit_event", correlatorExitEvent{}, 56 + 4*136 + 2*128},
 	} {
 		if got := binary.Size(tc.raw); got != tc.want {
@@ -361,6 +367,27 @@ func TestDecodeExec(t *testing.T) {
 				r.Ids[0].Flags = uint32(correlatorKeyFlagKEY_FLAG_ROOT_UNVERIFIED | correlatorKeyFlagKEY_FLAG_DUPLICATE_KEY)
 			},
 			want: func(e *Event) { e.Flags = []string{FlagRootUnverified, FlagDuplicateKey} },
+		},
+		{
+			name: "root set by the runtime's first image",
+			mod: func(r *correlatorExecEvent) {
+				r.Origin = uint32(correlatorExecOriginEXEC_ORIGIN_RUNTIME_CHILD)
+				r.Ids[0].Flags = uint32(correlatorKeyFlagKEY_FLAG_ROOT_UNVERIFIED | correlatorKeyFlagKEY_FLAG_ROOT_INDIRECT)
+			},
+			want: func(e *Event) {
+				e.ExecOrigin = OriginRuntimeChild
+				e.Flags = []string{FlagRootUnverified, FlagRootIndirect}
+			},
+		},
+		{
+			name: "exec origin inside the container",
+			mod:  func(r *correlatorExecEvent) { r.Origin = uint32(correlatorExecOriginEXEC_ORIGIN_INSIDE) },
+			want: func(e *Event) { e.ExecOrigin = OriginInside },
+		},
+		{
+			name: "exec origin this build does not know reads as unknown",
+			mod:  func(r *correlatorExecEvent) { r.Origin = 99 },
+			want: func(e *Event) { e.ExecOrigin = OriginUnknown },
 		},
 		{
 			name: "id truncated is nonstandard",

@@ -28,6 +28,7 @@ const (
 	FlagEnvMismatch    = "env_mismatch"
 	FlagEnvRemoved     = "env_removed"
 	FlagRootUnverified = "root_unverified"
+	FlagRootIndirect   = "root_indirect"
 	FlagDuplicateKey   = "duplicate_key"
 	FlagPlaceholder    = "placeholder"
 	FlagNonstandardID  = "nonstandard_id"
@@ -38,6 +39,24 @@ const (
 	FlagStaleLineage   = "stale_lineage"
 	FlagLineageFull    = "lineage_full"
 )
+
+// Origin says who exec'd an image: where the image that called execve was
+// itself loaded, against the container the new image runs in.
+type Origin string
+
+const (
+	OriginUnknown      Origin = "unknown"       // the exec'ing image predates the probe
+	OriginOtherCgroup  Origin = "other_cgroup"  // loaded in another cgroup: the runtime's helper
+	OriginOuterPIDNS   Origin = "outer_pidns"   // same cgroup, outer pid namespace (runc's CLONE_INTO_CGROUP)
+	OriginInside       Origin = "inside"        // loaded inside this container: its own code
+	OriginRuntimeChild Origin = "runtime_child" // the first image the runtime exec'd here (SPO's env prefix)
+	OriginParentInside Origin = "parent_inside" // loaded outside, but the parent runs in this container
+	OriginNestedUserns Origin = "nested_userns" // a pid namespace the container made under its own user namespace
+)
+
+// Verified reports whether an exec of this origin came from outside the
+// container: only such an exec may start a verified session.
+func (o Origin) Verified() bool { return o == OriginOtherCgroup || o == OriginOuterPIDNS }
 
 // KeyValue is what the kernel recorded for one configured key.
 type KeyValue struct {
@@ -64,10 +83,12 @@ type Event struct {
 	Cgroup          string    `json:"cgroup,omitempty"`
 	CgroupID        uint64    `json:"cgroupID,omitempty"`
 	PIDNamespace    uint32    `json:"pidNamespace,omitempty"`
-	AuditID         string    `json:"auditID"`
-	ClaimedAuditID  string    `json:"claimedAuditID,omitempty"`
-	Source          Source    `json:"source,omitempty"`
-	Flags           []string  `json:"flags"`
+	// ExecOrigin is who exec'd this image (exec events only).
+	ExecOrigin     Origin   `json:"execOrigin,omitempty"`
+	AuditID        string   `json:"auditID"`
+	ClaimedAuditID string   `json:"claimedAuditID,omitempty"`
+	Source         Source   `json:"source,omitempty"`
+	Flags          []string `json:"flags"`
 	// Keys holds every configured key other than the audit ID key.
 	Keys          map[string]KeyValue `json:"keys,omitempty"`
 	SessionRootID string              `json:"sessionRootID,omitempty"`

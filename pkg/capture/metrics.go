@@ -13,6 +13,7 @@ type Collector struct {
 	lineageFull  *prometheus.Desc
 	scanTrunc    *prometheus.Desc
 	scanErrors   *prometheus.Desc
+	placeErrors  *prometheus.Desc
 	decodeErrors prometheus.Counter
 	events       *prometheus.CounterVec
 }
@@ -30,6 +31,8 @@ func NewCollector(p *Probe) *Collector {
 			"Execs whose environment exceeded the scan budget.", nil, nil),
 		scanErrors: prometheus.NewDesc("correlator_capture_scan_errors_total",
 			"Execs whose environment could not be read.", nil, nil),
+		placeErrors: prometheus.NewDesc("correlator_capture_place_errors_total",
+			"Processes whose image provenance could not be stored: their session roots read as unverified.", nil, nil),
 		decodeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "correlator_capture_decode_errors_total",
 			Help: "Ring-buffer frames that did not decode.",
@@ -53,6 +56,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.lineageFull
 	ch <- c.scanTrunc
 	ch <- c.scanErrors
+	ch <- c.placeErrors
 	c.decodeErrors.Describe(ch)
 	c.events.Describe(ch)
 }
@@ -64,6 +68,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.lineageFull, prometheus.CounterValue, float64(s.LineageFull))
 		ch <- prometheus.MustNewConstMetric(c.scanTrunc, prometheus.CounterValue, float64(s.ScanTruncated))
 		ch <- prometheus.MustNewConstMetric(c.scanErrors, prometheus.CounterValue, float64(s.ScanErrors))
+		ch <- prometheus.MustNewConstMetric(c.placeErrors, prometheus.CounterValue, float64(s.PlaceErrors))
 	}
 	c.decodeErrors.Collect(ch)
 	c.events.Collect(ch)

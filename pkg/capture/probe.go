@@ -73,6 +73,7 @@ func Load(cfg Config, log zerolog.Logger) (*Probe, error) {
 		opts.Maps.PinPath = cfg.PinPath
 	} else {
 		spec.Maps["lineage_map"].Pinning = ebpf.PinNone
+		spec.Maps["image_places"].Pinning = ebpf.PinNone
 	}
 	if err := spec.LoadAndAssign(&p.objs, opts); err != nil {
 		var verr *ebpf.VerifierError
@@ -219,6 +220,7 @@ type Stats struct {
 	LineageFull   uint64
 	ScanTruncated uint64
 	ScanErrors    uint64
+	PlaceErrors   uint64
 }
 
 // Stats reads the per-CPU counters. They are never reset.
@@ -229,6 +231,7 @@ func (p *Probe) Stats() (Stats, error) {
 		uint32(correlatorStatIndexSTAT_LINEAGE_FULL):   &s.LineageFull,
 		uint32(correlatorStatIndexSTAT_SCAN_TRUNCATED): &s.ScanTruncated,
 		uint32(correlatorStatIndexSTAT_SCAN_ERRORS):    &s.ScanErrors,
+		uint32(correlatorStatIndexSTAT_PLACE_ERRORS):   &s.PlaceErrors,
 	} {
 		var per []uint64
 		if err := p.objs.Stats.Lookup(idx, &per); err != nil {
