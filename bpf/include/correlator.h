@@ -44,6 +44,7 @@ enum exec_origin {
 	EXEC_ORIGIN_RUNTIME_CHILD = 4, /* loaded here by the runtime's own exec (e.g. SPO's env prefix) */
 	EXEC_ORIGIN_PARENT_INSIDE = 5, /* loaded outside, but the parent runs in this container */
 	EXEC_ORIGIN_NESTED_USERNS = 6, /* another pid ns under another user ns: one the container made */
+	EXEC_ORIGIN_CONTAINER_INIT = 7, /* the runtime started a pid namespace's init: an entrypoint, never an exec */
 };
 
 enum place_flag {

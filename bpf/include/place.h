@@ -47,7 +47,7 @@ static __always_inline void inherit_place(struct task_struct *creator, struct ta
  * namespace).
  */
 static __always_inline __u32 exec_origin(const struct exec_event *ev, struct task_struct *p,
-					 const struct image_place *by)
+					 const struct image_place *by, __u32 nr)
 {
 	if (!by->pidns)
 		return EXEC_ORIGIN_UNKNOWN;
@@ -61,6 +61,9 @@ static __always_inline __u32 exec_origin(const struct exec_event *ev, struct tas
 	/* Loaded outside; a parent inside the container still chose the env. */
 	if (cgroup_id_of(task_cgroup(p->real_parent)) == ev->cgroup_id)
 		return EXEC_ORIGIN_PARENT_INSIDE;
+	/* An exec joins a running container; only its start execs a pid 1. */
+	if (nr == 1 && ev->pidns != by->pidns)
+		return EXEC_ORIGIN_CONTAINER_INIT;
 	return by->cgroup_id != ev->cgroup_id ? EXEC_ORIGIN_OTHER_CGROUP : EXEC_ORIGIN_OUTER_PIDNS;
 }
 
@@ -69,11 +72,7 @@ static __always_inline bool origin_verified(__u32 origin)
 	return origin == EXEC_ORIGIN_OTHER_CGROUP || origin == EXEC_ORIGIN_OUTER_PIDNS;
 }
 
-/*
- * judge_exec records who exec'd this image, then makes this image's place
- * the task's. A pid namespace's init is never marked as the runtime's exec:
- * that is a container's entrypoint, not an exec session.
- */
+/* judge_exec records who exec'd this image, then makes its place the task's. */
 static __always_inline void judge_exec(struct exec_event *ev, struct task_struct *p, __u32 nr)
 {
 	struct image_place *pl;
@@ -85,11 +84,11 @@ static __always_inline void judge_exec(struct exec_event *ev, struct task_struct
 		return;
 	}
 	__builtin_memcpy(&ev->exec_by, pl, sizeof(*pl));
-	ev->origin = exec_origin(ev, p, pl);
+	ev->origin = exec_origin(ev, p, pl, nr);
 	pl->cgroup_id = ev->cgroup_id;
 	pl->pidns = ev->pidns;
 	pl->userns = ev->userns;
-	pl->flags = origin_verified(ev->origin) && nr != 1 ? PLACE_FLAG_RUNTIME_EXEC : 0;
+	pl->flags = origin_verified(ev->origin) ? PLACE_FLAG_RUNTIME_EXEC : 0;
 }
 
 #endif /* CORRELATOR_PLACE_H */

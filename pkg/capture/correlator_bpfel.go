@@ -70,13 +70,14 @@ type correlatorExecEvent struct {
 type correlatorExecOrigin uint32
 
 const (
-	correlatorExecOriginEXEC_ORIGIN_UNKNOWN       correlatorExecOrigin = 0
-	correlatorExecOriginEXEC_ORIGIN_OTHER_CGROUP  correlatorExecOrigin = 1
-	correlatorExecOriginEXEC_ORIGIN_OUTER_PIDNS   correlatorExecOrigin = 2
-	correlatorExecOriginEXEC_ORIGIN_INSIDE        correlatorExecOrigin = 3
-	correlatorExecOriginEXEC_ORIGIN_RUNTIME_CHILD correlatorExecOrigin = 4
-	correlatorExecOriginEXEC_ORIGIN_PARENT_INSIDE correlatorExecOrigin = 5
-	correlatorExecOriginEXEC_ORIGIN_NESTED_USERNS correlatorExecOrigin = 6
+	correlatorExecOriginEXEC_ORIGIN_UNKNOWN        correlatorExecOrigin = 0
+	correlatorExecOriginEXEC_ORIGIN_OTHER_CGROUP   correlatorExecOrigin = 1
+	correlatorExecOriginEXEC_ORIGIN_OUTER_PIDNS    correlatorExecOrigin = 2
+	correlatorExecOriginEXEC_ORIGIN_INSIDE         correlatorExecOrigin = 3
+	correlatorExecOriginEXEC_ORIGIN_RUNTIME_CHILD  correlatorExecOrigin = 4
+	correlatorExecOriginEXEC_ORIGIN_PARENT_INSIDE  correlatorExecOrigin = 5
+	correlatorExecOriginEXEC_ORIGIN_NESTED_USERNS  correlatorExecOrigin = 6
+	correlatorExecOriginEXEC_ORIGIN_CONTAINER_INIT correlatorExecOrigin = 7
 )
 
 type correlatorExitEvent struct {

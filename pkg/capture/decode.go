@@ -216,13 +216,14 @@ var keyFlagNames = []flagName{
 }
 
 var originNames = map[uint32]Origin{
-	uint32(correlatorExecOriginEXEC_ORIGIN_UNKNOWN):       OriginUnknown,
-	uint32(correlatorExecOriginEXEC_ORIGIN_OTHER_CGROUP):  OriginOtherCgroup,
-	uint32(correlatorExecOriginEXEC_ORIGIN_OUTER_PIDNS):   OriginOuterPIDNS,
-	uint32(correlatorExecOriginEXEC_ORIGIN_INSIDE):        OriginInside,
-	uint32(correlatorExecOriginEXEC_ORIGIN_RUNTIME_CHILD): OriginRuntimeChild,
-	uint32(correlatorExecOriginEXEC_ORIGIN_PARENT_INSIDE): OriginParentInside,
-	uint32(correlatorExecOriginEXEC_ORIGIN_NESTED_USERNS): OriginNestedUserns,
+	uint32(correlatorExecOriginEXEC_ORIGIN_UNKNOWN):        OriginUnknown,
+	uint32(correlatorExecOriginEXEC_ORIGIN_OTHER_CGROUP):   OriginOtherCgroup,
+	uint32(correlatorExecOriginEXEC_ORIGIN_OUTER_PIDNS):    OriginOuterPIDNS,
+	uint32(correlatorExecOriginEXEC_ORIGIN_INSIDE):         OriginInside,
+	uint32(correlatorExecOriginEXEC_ORIGIN_RUNTIME_CHILD):  OriginRuntimeChild,
+	uint32(correlatorExecOriginEXEC_ORIGIN_PARENT_INSIDE):  OriginParentInside,
+	uint32(correlatorExecOriginEXEC_ORIGIN_NESTED_USERNS):  OriginNestedUserns,
+	uint32(correlatorExecOriginEXEC_ORIGIN_CONTAINER_INIT): OriginContainerInit,
 }
 
 // originName names the kernel's verdict; a value this build does not know

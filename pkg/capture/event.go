@@ -45,13 +45,14 @@ const (
 type Origin string
 
 const (
-	OriginUnknown      Origin = "unknown"       // the exec'ing image predates the probe
-	OriginOtherCgroup  Origin = "other_cgroup"  // loaded in another cgroup: the runtime's helper
-	OriginOuterPIDNS   Origin = "outer_pidns"   // same cgroup, outer pid namespace (runc's CLONE_INTO_CGROUP)
-	OriginInside       Origin = "inside"        // loaded inside this container: its own code
-	OriginRuntimeChild Origin = "runtime_child" // the first image the runtime exec'd here (SPO's env prefix)
-	OriginParentInside Origin = "parent_inside" // loaded outside, but the parent runs in this container
-	OriginNestedUserns Origin = "nested_userns" // a pid namespace the container made under its own user namespace
+	OriginUnknown       Origin = "unknown"        // the exec'ing image predates the probe
+	OriginOtherCgroup   Origin = "other_cgroup"   // loaded in another cgroup: the runtime's helper
+	OriginOuterPIDNS    Origin = "outer_pidns"    // same cgroup, outer pid namespace (runc's CLONE_INTO_CGROUP)
+	OriginInside        Origin = "inside"         // loaded inside this container: its own code
+	OriginRuntimeChild  Origin = "runtime_child"  // the first image the runtime exec'd here (SPO's env prefix)
+	OriginParentInside  Origin = "parent_inside"  // loaded outside, but the parent runs in this container
+	OriginNestedUserns  Origin = "nested_userns"  // a pid namespace the container made under its own user namespace
+	OriginContainerInit Origin = "container_init" // the runtime started a container's pid 1: an entrypoint, not an exec
 )
 
 // Verified reports whether an exec of this origin came from outside the
