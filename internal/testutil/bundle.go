@@ -135,8 +135,9 @@ func newSpec(args, env []string, hostname, cgroupsPath string) ociSpec {
 }
 
 // writeBundle creates bundle/rootfs with a static busybox and its applet
-// links, /etc files for `id` and `hostname`, and bundle/config.json.
-func writeBundle(bundle, busybox string, spec ociSpec) error {
+// links, /etc files for `id` and `hostname`, the extra files (rootfs path to
+// host path, see ContainerConfig.Files), and bundle/config.json.
+func writeBundle(bundle, busybox string, files map[string]string, spec ociSpec) error {
 	rootfs := filepath.Join(bundle, "rootfs")
 	for _, d := range []string{"bin", "proc", "dev", "tmp", "etc", "root", "sys"} {
 		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
@@ -152,17 +153,39 @@ func writeBundle(bundle, busybox string, spec ociSpec) error {
 			return fmt.Errorf("linking busybox applet %s: %w", applet, err)
 		}
 	}
-	files := map[string]string{
+	etc := map[string]string{
 		"etc/passwd":   "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n",
 		"etc/group":    "root:x:0:\nnogroup:x:65534:\n",
 		"etc/hostname": spec.Hostname + "\n",
 	}
-	for name, content := range files {
+	for name, content := range etc {
 		if err := os.WriteFile(filepath.Join(rootfs, name), []byte(content), 0o644); err != nil {
 			return fmt.Errorf("writing rootfs file %s: %w", name, err)
 		}
 	}
+	for dst, src := range files {
+		if err := copyIntoRootfs(rootfs, dst, src); err != nil {
+			return err
+		}
+	}
 	return writeJSON(filepath.Join(bundle, "config.json"), spec)
+}
+
+// copyIntoRootfs copies the host file src to the absolute rootfs path dst,
+// mode 0755, creating parent directories. An existing file or applet link
+// at dst is replaced, not written through.
+func copyIntoRootfs(rootfs, dst, src string) error {
+	if !filepath.IsAbs(dst) || filepath.Clean(dst) == "/" {
+		return fmt.Errorf("copying %s into rootfs: destination %q is not an absolute file path", src, dst)
+	}
+	target := filepath.Join(rootfs, filepath.Clean(dst))
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return fmt.Errorf("creating rootfs dir for %s: %w", dst, err)
+	}
+	if err := os.Remove(target); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("replacing rootfs file %s: %w", dst, err)
+	}
+	return copyFile(src, target, 0o755)
 }
 
 // applets returns the fixed applet list plus whatever `busybox --list` adds.
@@ -186,17 +209,18 @@ func applets(busybox string) []string {
 	return out
 }
 
-// checkStatic fails when busybox is dynamically linked: the rootfs has no
-// libc, so only busybox-static works.
-func checkStatic(path string) error {
+// checkStatic fails when the binary at path is dynamically linked: the
+// rootfs has no libc, so only static binaries run there. fix says how to get
+// a static one.
+func checkStatic(path, fix string) error {
 	f, err := elf.Open(path)
 	if err != nil {
-		return fmt.Errorf("reading busybox binary %s: %w", path, err)
+		return fmt.Errorf("reading binary %s: %w", path, err)
 	}
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("checking busybox binary %s: dynamically linked; install busybox-static", path)
+			return fmt.Errorf("checking binary %s: dynamically linked; %s", path, fix)
 		}
 	}
 	return nil

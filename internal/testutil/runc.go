@@ -65,6 +65,11 @@ type ContainerConfig struct {
 	Env []string
 	// Hostname of the UTS namespace. Default: "pod-" + first 8 of PodUID.
 	Hostname string
+	// Files maps an absolute rootfs path to a host file copied there with
+	// mode 0755, replacing any busybox applet link of that name; e.g.
+	// {"/bin/forger": BuildForger(t)}. The rootfs has no libc: binaries
+	// must be static.
+	Files map[string]string
 }
 
 // Container is a detached runc container with its own state root.
@@ -107,7 +112,7 @@ func newContainer(dir string, cfg ContainerConfig) (*Container, error) {
 	if err != nil {
 		return nil, fmt.Errorf("finding busybox (apt-get install -y busybox-static): %w", err)
 	}
-	if err := checkStatic(busybox); err != nil {
+	if err := checkStatic(busybox, "install busybox-static"); err != nil {
 		return nil, err
 	}
 	if cfg.ID == "" {
@@ -138,7 +143,7 @@ func newContainer(dir string, cfg ContainerConfig) (*Container, error) {
 		runc:       runc,
 	}
 	spec := newSpec(cfg.Args, c.Env, cfg.Hostname, c.CgroupPath)
-	if err := writeBundle(c.Bundle, busybox, spec); err != nil {
+	if err := writeBundle(c.Bundle, busybox, cfg.Files, spec); err != nil {
 		return nil, fmt.Errorf("writing bundle: %w", err)
 	}
 	if err := c.start(); err != nil {
@@ -188,7 +193,9 @@ func (c *Container) InitPID() int { return c.initPID }
 // after the baseline env from config.json, so an injected key sits LAST, as
 // containerd puts it. Combined stdout and stderr are returned. Note that
 // busybox `sh -c "cmd"` execs a lone or final simple command in place (same
-// PID); append "; true" when a test needs the command to be a child.
+// PID); append "; true" when a test needs the command to be a child. runc
+// exec returns only once every holder of the session's stdout and stderr has
+// closed them, so a process left running must redirect them (>/dev/null 2>&1).
 func (c *Container) Exec(ctx context.Context, args []string, extraEnv ...string) ([]byte, error) {
 	runcArgs := []string{"--root", c.StateRoot, "exec"}
 	for _, kv := range extraEnv {
