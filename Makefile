@@ -38,7 +38,7 @@ CLANG_MAJOR  ?= 14
 # Debian packages as package:check, where check is a command that must be on
 # PATH, "static:busybox" for a statically linked binary, or "dpkg" for an
 # installed package.
-RUNTIME_DEPS  := runc:runc busybox-static:static:busybox jq:jq curl:curl kubernetes-client:kubectl
+RUNTIME_DEPS  := runc:runc busybox-static:static:busybox jq:jq curl:curl kubernetes-client:kubectl gcc:gcc libc6-dev:dpkg
 GENERATE_DEPS := clang:clang llvm:llvm-strip libbpf-dev:dpkg
 
 IS_ROOT := $(filter 0,$(shell id -u))
