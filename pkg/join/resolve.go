@@ -20,7 +20,11 @@ func (j *Joiner) resolve(p *proc) result {
 		switch ids := j.spo[v]; len(ids) {
 		case 0:
 		case 1:
-			spoUnverified := slices.Contains(p.in.SPO.Flags, FlagRootUnverified)
+			// SPO sets its UID with an env prefix, so its roots are never
+			// the runtime's own exec: the most the kernel can vouch for is
+			// that the runtime's first program set it (root_indirect).
+			indirect := slices.Contains(p.in.SPO.Flags, FlagRootIndirect)
+			spoUnverified := slices.Contains(p.in.SPO.Flags, FlagRootUnverified) && !indirect
 			j.resolveID(p, ids[0], p.in.SPO.Source, spoUnverified, &r)
 			return r
 		default:

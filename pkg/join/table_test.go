@@ -237,6 +237,42 @@ func TestJoinTable(t *testing.T) {
 			},
 		},
 		{
+			name: "SPO root set by the runtime's first program is attributed, and says so",
+			recs: []auditlog.ExecRecord{rwith(xr(idA), func(r *auditlog.ExecRecord) {
+				r.Annotations = map[string]string{"execmetadata.spo.io/" + SPOKey: "spo-2"}
+			})},
+			procs: []Process{
+				with(pr("r", "runc", "", ""), func(p *Process) {
+					p.SPO = KeyValue{Value: "spo-2", Source: SourceEnv, Flags: []string{FlagRootUnverified, FlagRootIndirect}}
+				}),
+				with(pr("c", "r", "", ""), func(p *Process) {
+					p.SPO = KeyValue{Value: "spo-2", Source: SourceInherited, Flags: []string{FlagRootUnverified, FlagRootIndirect}}
+				}),
+			},
+			want: map[string]want{
+				"r": {attr: AttributionAuditID, auditID: idA, flags: []string{FlagRootIndirect, FlagRootUnverified}},
+				"c": {attr: AttributionInherited, auditID: idA, flags: []string{FlagRootIndirect, FlagRootUnverified}},
+			},
+		},
+		{
+			name: "SPO root set by the container's own code is only a claim",
+			recs: []auditlog.ExecRecord{rwith(xr(idA), func(r *auditlog.ExecRecord) {
+				r.Annotations = map[string]string{"execmetadata.spo.io/" + SPOKey: "spo-3"}
+			})},
+			procs: []Process{
+				with(pr("r", "runc", "", ""), func(p *Process) {
+					p.SPO = KeyValue{Value: "spo-3", Source: SourceEnv, Flags: []string{FlagRootUnverified}}
+				}),
+			},
+			want: map[string]want{"r": {auditID: idA, flags: []string{FlagRootUnverified}}},
+		},
+		{
+			name:  "an audit ID root set by the runtime's first program is only a claim",
+			recs:  []auditlog.ExecRecord{xr(idA)},
+			procs: []Process{pr("r", "runc", idA, SourceEnv, FlagRootUnverified, FlagRootIndirect)},
+			want:  map[string]want{"r": {auditID: idA, flags: []string{FlagRootIndirect, FlagRootUnverified}}},
+		},
+		{
 			name:   "SPO UID with no record is an orphan",
 			procs:  []Process{with(pr("r", "runc", "", ""), func(p *Process) { p.SPO = KeyValue{Value: "spo-9", Source: SourceEnv} })},
 			expire: true,

@@ -34,6 +34,9 @@ const (
 	FlagEnvMismatch    = "env_mismatch"
 	FlagEnvRemoved     = "env_removed"
 	FlagRootUnverified = "root_unverified"
+	// FlagRootIndirect: the root's key was set by the first program the
+	// runtime exec'd (SPO's env prefix), not by the runtime itself.
+	FlagRootIndirect = "root_indirect"
 	FlagPlaceholder    = "placeholder"
 	FlagNonstandardID  = "nonstandard_id"
 )
