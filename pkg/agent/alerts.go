@@ -31,7 +31,10 @@ func WithAlerts(e Alerter, out AlertOutlet) Option {
 }
 
 // evaluate runs the rules on what changed in b. A process is evaluated
-// with its session: from the same batch, or as the joiner holds it.
+// with its session, or, for a claimant (it carried a session's ID without
+// being attributed to it), with the session it claimed as in.Claimed: the
+// victim's, never its own. Either comes from the same batch, or as the
+// joiner holds it.
 func (a *Agent) evaluate(b *store.Batch, now time.Time) []store.Alert {
 	if a.alerter == nil {
 		return nil
@@ -46,18 +49,30 @@ func (a *Agent) evaluate(b *store.Batch, now time.Time) []store.Alert {
 	for i := range b.Processes {
 		p := &b.Processes[i]
 		in := alert.Input{Process: p}
-		if p.AuditID != "" {
-			if s, ok := byID[p.AuditID]; ok {
-				in.Session = s
-			} else if js, ok := a.joiner.Session(p.AuditID); ok {
-				s := toStoreSession(&js)
-				byID[p.AuditID] = &s
-				in.Session = &s
-			}
+		switch {
+		case p.AuditID != "":
+			in.Session = a.sessionOf(byID, p.AuditID)
+		case p.ClaimedAuditID != "":
+			in.Claimed = a.sessionOf(byID, p.ClaimedAuditID)
 		}
 		out = append(out, a.alerter.Evaluate(in, now)...)
 	}
 	return out
+}
+
+// sessionOf returns session id from the batch's sessions (byID), else as
+// the joiner holds it (remembered in byID), else nil.
+func (a *Agent) sessionOf(byID map[string]*store.Session, id string) *store.Session {
+	if s, ok := byID[id]; ok {
+		return s
+	}
+	js, ok := a.joiner.Session(id)
+	if !ok {
+		return nil
+	}
+	s := toStoreSession(&js)
+	byID[id] = &s
+	return &s
 }
 
 // deliver hands alerts to the outlet; a failure is logged and counted, the

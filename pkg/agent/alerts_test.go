@@ -55,6 +55,12 @@ func (m *mapLookup) LookupExec(_ context.Context, id string) ([]auditlog.ExecRec
 
 func startAgent(t *testing.T, opts ...Option) (*Agent, *store.Store, *store.Writer) {
 	t.Helper()
+	return startAgentIn(t, staticMeta{ctr: {ContainerID: ctr, Namespace: "kube-system", Pod: "etcd-0", Container: "etcd"}}, opts...)
+}
+
+// startAgentIn runs an agent whose containers resolve through res.
+func startAgentIn(t *testing.T, res Resolver, opts ...Option) (*Agent, *store.Store, *store.Writer) {
+	t.Helper()
 	st, err := store.Open(filepath.Join(t.TempDir(), "c.db"), store.Config{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +68,7 @@ func startAgent(t *testing.T, opts ...Option) (*Agent, *store.Store, *store.Writ
 	w := store.NewWriter(st, 100, 10*time.Millisecond, store.WithCommitWhenIdle())
 	cfg := Default()
 	cfg.ExpireEvery = 10 * time.Millisecond
-	a, err := New(cfg, staticMeta{ctr: {ContainerID: ctr, Namespace: "kube-system", Pod: "etcd-0", Container: "etcd"}}, w, zerolog.Nop(), nil, opts...)
+	a, err := New(cfg, res, w, zerolog.Nop(), nil, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

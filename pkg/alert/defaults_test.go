@@ -1,6 +1,7 @@
 package alert
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +25,19 @@ func TestDefaultRules(t *testing.T) {
 			return Input{Session: s, Process: p}
 		}
 	}
+	// claimant is a process that carried session()'s ID without being
+	// attributed to it, with that session as Claimed (known is false: the
+	// ID names no session the agent holds).
+	claimant := func(known bool, flags ...string) func() Input {
+		return func() Input {
+			in := claimantInput()
+			in.Process.Flags = flags
+			if !known {
+				in.Claimed = nil
+			}
+			return in
+		}
+	}
 	shell := func(mod func(*store.Session)) func() Input {
 		return func() Input {
 			s := session()
@@ -38,18 +52,31 @@ func TestDefaultRules(t *testing.T) {
 		{"plain session and process", func() Input { return Input{Session: session(), Process: process()} }, nil},
 		{"env_mismatch", withFlags([]string{"env_mismatch"}, nil), []string{"tamper-env-mismatch"}},
 		{"env_removed is not env_mismatch", withFlags([]string{"env_removed"}, nil), nil},
-		{"root_unverified", withFlags([]string{"root_unverified"}, nil), []string{"tamper-root-unverified"}},
+		{"root_unverified vouched for (attributed to the session)", withFlags([]string{"root_unverified"}, nil), []string{"tamper-root-unverified"}},
 		{"root verified", withFlags([]string{"nonstandard_id"}, nil), nil},
-		{"pod_mismatch", withFlags([]string{"pod_mismatch"}, nil), []string{"tamper-pod-mismatch"}},
-		{"denied_exec", withFlags([]string{"denied_exec"}, nil), []string{"tamper-denied-exec"}},
-		{"failed_exec is not denied", withFlags([]string{"failed_exec"}, nil), nil},
+		{"root_unverified claimant of a known session", claimant(true, "root_unverified"), []string{"borrowed-audit-id"}},
+		{"root_unverified claimant of an unknown ID", claimant(false, "root_unverified"), []string{"tamper-root-unverified"}},
+		{"root_unverified claimant past the pending TTL", claimant(false, "root_unverified", "no_audit_record"),
+			[]string{"no-audit-record", "tamper-root-unverified"}},
+		{"root_unverified claimant with another session as Claimed", func() Input {
+			in := claimantInput()
+			in.Process.Flags = []string{"root_unverified"}
+			in.Claimed.AuditID = "another"
+			return in
+		}, []string{"tamper-root-unverified"}},
+		{"Claimed beside an attributed process is ignored", func() Input {
+			in := claimantInput()
+			in.Process.Flags, in.Process.AuditID = []string{"root_unverified"}, in.Process.ClaimedAuditID
+			return in
+		}, []string{"tamper-root-unverified"}},
+		{"verified claimant (pod_mismatch) is not borrowed", claimant(true, "pod_mismatch"), []string{"tamper-pod-mismatch"}},
+		{"root_unverified claimant with pod_mismatch", claimant(true, "root_unverified", "pod_mismatch"),
+			[]string{"borrowed-audit-id", "tamper-pod-mismatch"}},
+		{"denied_exec", claimant(true, "denied_exec"), []string{"tamper-denied-exec"}},
+		{"failed_exec is not denied", claimant(true, "failed_exec"), nil},
 		{"audit_id_conflict on the session", withFlags(nil, []string{"audit_id_conflict"}), []string{"tamper-audit-id-conflict"}},
 		{"audit_id_conflict on the process", withFlags([]string{"audit_id_conflict"}, nil), []string{"tamper-audit-id-conflict"}},
-		{"no_audit_record", func() Input {
-			p := process()
-			p.Flags, p.AuditID, p.ClaimedAuditID = []string{"no_audit_record"}, "", "f00"
-			return Input{Process: p}
-		}, []string{"no-audit-record"}},
+		{"no_audit_record", claimant(false, "no_audit_record"), []string{"no-audit-record"}},
 		{"process without session, no flag", func() Input { return Input{Process: process()} }, nil},
 		{"exec into kube-system", func() Input {
 			s := session()
@@ -163,5 +190,66 @@ func TestDefaultRulesMessages(t *testing.T) {
 	}
 	if !strings.Contains(string(alerts[0].Payload), `"name":"exec-kube-system"`) {
 		t.Errorf("payload lacks the rule: %s", alerts[0].Payload)
+	}
+}
+
+// TestDefaultRulesClaimantMessages: the alerts about claimants name the
+// claimed session's user and ID (never as the process's user) and the
+// process's real place.
+func TestDefaultRulesClaimantMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		imp   bool
+		want  map[string]string // rule: message
+	}{
+		{"borrowed", []string{"root_unverified"}, false, map[string]string{
+			"borrowed-audit-id": "process /bin/ls (pid 1234, 1234-1700000000000000000) in shop/web-0/app [container e9ca6c735a09] " +
+				"carried audit ID 5b5e2e4c-0000-4000-8000-000000000001 of alice@example.com without being part of that session: " +
+				"not attributed to alice@example.com",
+		}},
+		{"borrowed from an impersonating session", []string{"root_unverified"}, true, map[string]string{
+			"borrowed-audit-id": "process /bin/ls (pid 1234, 1234-1700000000000000000) in shop/web-0/app [container e9ca6c735a09] " +
+				"carried audit ID 5b5e2e4c-0000-4000-8000-000000000001 of alice@example.com as admin without being part of that session: " +
+				"not attributed to alice@example.com as admin",
+		}},
+		{"pod_mismatch", []string{"pod_mismatch"}, false, map[string]string{
+			"tamper-pod-mismatch": "audit ID 5b5e2e4c-0000-4000-8000-000000000001 of user alice@example.com seen in shop/web-0/app, " +
+				"not where the exec request went (process /bin/ls, pid 1234)",
+		}},
+		{"denied_exec", []string{"denied_exec"}, false, map[string]string{
+			"tamper-denied-exec": "process /bin/ls (pid 1234) in shop/web-0 carries audit ID 5b5e2e4c-0000-4000-8000-000000000001 " +
+				"of a refused exec by alice@example.com",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := claimantInput()
+			in.Process.Flags = tc.flags
+			if tc.imp {
+				in.Claimed.ImpersonatedUser = &store.UserInfo{Username: "admin", Groups: []string{"system:masters"}}
+			}
+			alerts := newTestEngine(t, DefaultRules(), nil).Evaluate(in, t0)
+			if len(alerts) != len(tc.want) {
+				t.Fatalf("raised %v, want %d alerts", ruleNames(alerts), len(tc.want))
+			}
+			for _, a := range alerts {
+				if want := tc.want[a.Rule]; a.Message != want {
+					t.Errorf("%s: message\n%q, want\n%q", a.Rule, a.Message, want)
+				}
+				if a.AuditID != "" || a.ProcessID != in.Process.ProcessID {
+					t.Errorf("%s: alert names session %q, process %q; want no session, the process", a.Rule, a.AuditID, a.ProcessID)
+				}
+				var pl struct {
+					Session *store.Session `json:"session"`
+					Claimed *store.Session `json:"claimed"`
+				}
+				if err := json.Unmarshal(a.Payload, &pl); err != nil {
+					t.Fatal(err)
+				}
+				if pl.Session != nil || pl.Claimed == nil || pl.Claimed.Username != "alice@example.com" {
+					t.Errorf("%s: payload session %v, claimed %v; want none, alice's", a.Rule, pl.Session, pl.Claimed)
+				}
+			}
+		})
 	}
 }

@@ -3,16 +3,18 @@ package alert
 import (
 	"strconv"
 	"strings"
+
+	"github.com/execid/correlator/pkg/store"
 )
 
-// fieldFuncs are the $(field) names a message template may use. Values are
+// fieldNames are the $(field) names a message template may use. Values are
 // inserted as data: Expand never looks inside them.
 var fieldNames = []string{
 	"rule", "severity", "description", "matched",
 	"user", "impersonatedUser", "userUID", "groups", "sourceIP", "userAgent",
 	"namespace", "pod", "container", "command", "envNames", "tty", "stdin",
 	"argv", "filename", "pid", "ppid", "processUID", "attribution", "flags",
-	"auditID", "claimedAuditID", "processID",
+	"auditID", "claimedAuditID", "processID", "containerID", "claimedUser",
 }
 
 // knownField reports whether a template may refer to name; label.KEY
@@ -112,6 +114,14 @@ func (in *Input) field(r *Rule, matched, name string) (string, bool) {
 		if p != nil {
 			return p.ProcessID, true
 		}
+	case "containerID":
+		if p != nil {
+			return p.ContainerID, true
+		}
+	case "claimedUser":
+		if c := in.claimed(); c != nil {
+			return displayUser(c), true
+		}
 	default:
 		if k, ok := strings.CutPrefix(name, "label."); ok {
 			v, ok := in.Labels[k]
@@ -122,7 +132,16 @@ func (in *Input) field(r *Rule, matched, name string) (string, bool) {
 	return "", true // a known field the input lacks: empty
 }
 
-// auditID is the session's ID, else the process's.
+// displayUser is a session's username, with " as NAME" when it
+// impersonated NAME.
+func displayUser(s *store.Session) string {
+	if s.ImpersonatedUser != nil {
+		return s.Username + " as " + s.ImpersonatedUser.Username
+	}
+	return s.Username
+}
+
+// auditID is the session's ID, else the process's; never a claimed one.
 func (in *Input) auditID() string {
 	if in.Session != nil && in.Session.AuditID != "" {
 		return in.Session.AuditID

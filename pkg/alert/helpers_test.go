@@ -48,6 +48,15 @@ func process() *store.Process {
 	}
 }
 
+// claimantInput is process() carrying session()'s ID without being
+// attributed to it, with session() as the claimed session.
+func claimantInput() Input {
+	s, p := session(), process()
+	p.AuditID, p.ClaimedAuditID, p.Attribution = "", s.AuditID, ""
+	p.ContainerID = "e9ca6c735a09"
+	return Input{Claimed: s, Process: p}
+}
+
 func newTestEngine(t testing.TB, rules []Rule, reg prometheus.Registerer, opts ...EngineOption) *Engine {
 	t.Helper()
 	e, err := NewEngine(rules, zerolog.Nop(), reg, opts...)

@@ -11,19 +11,52 @@ import (
 // Input is what rules see: a session, a process, or both (a process with
 // its session).
 type Input struct {
-	Session *store.Session    `json:"session,omitempty"`
+	Session *store.Session `json:"session,omitempty"`
+	// Claimed is the session whose ID Process carried without being
+	// attributed to it (a claimant: Process.AuditID is empty and
+	// Process.ClaimedAuditID is Claimed.AuditID). It is the victim's
+	// session, never the process's: it feeds only the claimant and
+	// claimedUser keys and the claimedUser field, never user, group, the
+	// location keys, command, flags or auditID. It is ignored unless
+	// Process is a claimant of it.
+	Claimed *store.Session    `json:"claimed,omitempty"`
 	Process *store.Process    `json:"process,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"` // pod labels when known
 }
 
-// users are the authenticated and impersonated usernames.
-func (in *Input) users() []string {
-	if in.Session == nil {
+// claimant reports whether the input's process carried a session's ID
+// without being attributed to it.
+func (in *Input) claimant() bool {
+	return in.Process != nil && in.Process.AuditID == "" && in.Process.ClaimedAuditID != ""
+}
+
+// claimed is the session the input's process claimed, when it is a
+// claimant and the session is known.
+func (in *Input) claimed() *store.Session {
+	if !in.claimant() || in.Claimed == nil || in.Claimed.AuditID != in.Process.ClaimedAuditID {
 		return nil
 	}
-	u := []string{in.Session.Username}
-	if in.Session.ImpersonatedUser != nil {
-		u = append(u, in.Session.ImpersonatedUser.Username)
+	return in.Claimed
+}
+
+// claimedUsers are the claimed session's authenticated and impersonated
+// usernames.
+func (in *Input) claimedUsers() []string {
+	return sessionUsers(in.claimed())
+}
+
+// users are the authenticated and impersonated usernames.
+func (in *Input) users() []string {
+	return sessionUsers(in.Session)
+}
+
+func sessionUsers(s *store.Session) []string {
+	if s == nil {
+		return nil
+	}
+	u := []string{s.Username}
+	if s.ImpersonatedUser != nil {
+		u = append(u, s.ImpersonatedUser.Username)
 	}
 	return u
 }
@@ -187,6 +220,12 @@ func (mt *matcher) match(m *Match) bool {
 		return false
 	}
 	if m.Stdin != nil && (in.Session == nil || in.Session.Stdin != *m.Stdin) {
+		return false
+	}
+	if m.Claimant != nil && (in.Process == nil || in.claimant() != *m.Claimant) {
+		return false
+	}
+	if m.ClaimedUser != nil && !mt.anyValue("claimedUser", m.ClaimedUser, in.claimedUsers()) {
 		return false
 	}
 	if len(m.AnyOf) > 0 && !mt.anyOf(m.AnyOf) {

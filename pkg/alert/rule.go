@@ -61,6 +61,13 @@ type Match struct {
 	Flags       *FlagMatch `json:"flags,omitempty"`
 	TTY         *bool      `json:"tty,omitempty"`
 	Stdin       *bool      `json:"stdin,omitempty"`
+	// Claimant matches whether the process carried a session's ID without
+	// being attributed to it (AuditID empty, ClaimedAuditID set).
+	Claimant *bool `json:"claimant,omitempty"`
+	// ClaimedUser matches the authenticated or impersonated username of
+	// the session a claimant claimed (Input.Claimed); it never matches the
+	// process's own session, and an unknown claimed session does not match.
+	ClaimedUser *Patterns `json:"claimedUser,omitempty"`
 	// AnyOf matches when at least one of its conditions does.
 	AnyOf []Match `json:"anyOf,omitempty"`
 	// Not matches when its condition does not.
@@ -177,7 +184,7 @@ func (m *Match) empty() bool {
 	return m.User == nil && m.Group == nil && m.Namespace == nil && m.Pod == nil &&
 		m.Container == nil && len(m.Labels) == 0 && m.Command == nil && m.Filename == nil &&
 		m.EnvName == nil && len(m.Attribution) == 0 && m.Flags == nil && m.TTY == nil &&
-		m.Stdin == nil && len(m.AnyOf) == 0 && m.Not == nil
+		m.Stdin == nil && m.Claimant == nil && m.ClaimedUser == nil && len(m.AnyOf) == 0 && m.Not == nil
 }
 
 func (m *Match) compile(at string) error {
@@ -185,7 +192,8 @@ func (m *Match) compile(at string) error {
 		name string
 		p    *Patterns
 	}{{"user", m.User}, {"group", m.Group}, {"namespace", m.Namespace}, {"pod", m.Pod},
-		{"container", m.Container}, {"command", m.Command}, {"filename", m.Filename}, {"envName", m.EnvName}} {
+		{"container", m.Container}, {"command", m.Command}, {"filename", m.Filename}, {"envName", m.EnvName},
+		{"claimedUser", m.ClaimedUser}} {
 		if err := f.p.compile(); err != nil {
 			return fmt.Errorf("%s.%s: %w", at, f.name, err)
 		}
