@@ -49,16 +49,34 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// e2eEnv is what outlives one agent process: the container, the store,
+// the audit log, the pinned maps and the listen address.
+type e2eEnv struct {
+	t        *testing.T
+	bin      string
+	ctr      *testutil.Container
+	dir      string
+	podMap   string
+	auditLog string
+	pin      string
+	addr     string
+	logMu    *sync.Mutex
+}
+
 // e2eAgent is a real `correlator run` (real BPF, real SQLite, real HTTP) and
 // a real runc container it watches.
 type e2eAgent struct {
 	t        *testing.T
+	env      *e2eEnv
 	ctr      *testutil.Container
 	base     string
 	client   *api.Client
 	auditLog string
 	logMu    *sync.Mutex
 	stderr   *syncBuffer
+	cmd      *exec.Cmd
+	done     chan error
+	stopped  bool
 }
 
 func freePort(t *testing.T) string {
@@ -74,40 +92,54 @@ func freePort(t *testing.T) string {
 // startE2E starts the container and the agent, and waits for /readyz.
 func startE2E(t *testing.T, extra ...string) *e2eAgent {
 	t.Helper()
+	return newE2EEnv(t, testutil.ContainerConfig{}).start(extra...)
+}
+
+// newE2EEnv starts the container and lays out the agent's files.
+func newE2EEnv(t *testing.T, cfg testutil.ContainerConfig) *e2eEnv {
+	t.Helper()
 	testutil.RequireRoot(t)
 	testutil.EnsureBPFFS(t)
-	bin := buildBinary(t)
-	ctr := testutil.NewContainer(t, testutil.ContainerConfig{})
-	dir := t.TempDir()
-	podMap := filepath.Join(dir, "pods.json")
-	pm, _ := json.Marshal([]map[string]string{{"containerID": ctr.ID, "podUID": ctr.PodUID,
+	e := &e2eEnv{t: t, bin: buildBinary(t), ctr: testutil.NewContainer(t, cfg), dir: t.TempDir(), logMu: &sync.Mutex{}}
+	e.podMap = filepath.Join(e.dir, "pods.json")
+	pm, _ := json.Marshal([]map[string]string{{"containerID": e.ctr.ID, "podUID": e.ctr.PodUID,
 		"namespace": e2eNamespace, "pod": e2ePod, "container": e2eContainer}})
-	if err := os.WriteFile(podMap, pm, 0o600); err != nil {
+	if err := os.WriteFile(e.podMap, pm, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	auditLog := filepath.Join(dir, "audit.log")
-	if err := os.WriteFile(auditLog, nil, 0o600); err != nil {
+	e.auditLog = filepath.Join(e.dir, "audit.log")
+	if err := os.WriteFile(e.auditLog, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pin := filepath.Join(testutil.BPFFSPath, fmt.Sprintf("correlator-e2e-%d-%d", os.Getpid(), time.Now().UnixNano()))
-	t.Cleanup(func() { os.RemoveAll(pin) })
-	addr := freePort(t)
-	args := append([]string{"run", "--listen", addr, "--insecure-no-auth",
-		"--store", "sqlite:" + filepath.Join(dir, "c.db"), "--pod-map", podMap,
-		"--audit-log", auditLog, "--audit-checkpoint-dir", filepath.Join(dir, "ckpt"),
-		"--pin-path", pin}, extra...)
-	cmd := exec.Command(bin, args...)
-	a := &e2eAgent{t: t, ctr: ctr, base: "http://" + addr, auditLog: auditLog, stderr: &syncBuffer{}, logMu: &sync.Mutex{}}
+	e.pin = filepath.Join(testutil.BPFFSPath, fmt.Sprintf("correlator-e2e-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	t.Cleanup(func() { os.RemoveAll(e.pin) })
+	e.addr = freePort(t)
+	return e
+}
+
+// start runs an agent on e's files and waits for /readyz.
+func (e *e2eEnv) start(extra ...string) *e2eAgent {
+	t := e.t
+	t.Helper()
+	args := append([]string{"run", "--listen", e.addr, "--insecure-no-auth",
+		"--store", "sqlite:" + filepath.Join(e.dir, "c.db"), "--pod-map", e.podMap,
+		"--audit-log", e.auditLog, "--audit-checkpoint-dir", filepath.Join(e.dir, "ckpt"),
+		"--pin-path", e.pin}, extra...)
+	cmd := exec.Command(e.bin, args...)
+	a := &e2eAgent{t: t, env: e, ctr: e.ctr, base: "http://" + e.addr, auditLog: e.auditLog, stderr: &syncBuffer{},
+		logMu: e.logMu, cmd: cmd, done: make(chan error, 1)}
 	cmd.Stderr = a.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { a.done <- cmd.Wait() }()
 	t.Cleanup(func() {
+		if a.stopped {
+			return
+		}
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case err := <-done:
+		case err := <-a.done:
 			if err != nil {
 				t.Errorf("agent exited with %v\n%s", err, a.stderr)
 			}
@@ -127,7 +159,7 @@ func startE2E(t *testing.T, extra ...string) *e2eAgent {
 			}
 		}
 		select {
-		case err := <-done:
+		case err := <-a.done:
 			t.Fatalf("agent exited before ready: %v\n%s", err, a.stderr)
 		default:
 		}
@@ -136,6 +168,17 @@ func startE2E(t *testing.T, extra ...string) *e2eAgent {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// kill ends the agent with SIGKILL: no shutdown, no flush, as a crash or
+// an OOM kill would.
+func (a *e2eAgent) kill() {
+	a.t.Helper()
+	a.stopped = true
+	if err := a.cmd.Process.Kill(); err != nil {
+		a.t.Fatalf("killing the agent: %v", err)
+	}
+	<-a.done
 }
 
 // request returns an exec request on the e2e pod, received now.

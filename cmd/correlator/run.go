@@ -147,7 +147,7 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 		return err
 	}
 	defer st.Close()
-	agentOpts, disp, err := o.agentOptions(ctx, log, reg)
+	agentOpts, disp, err := o.agentOptions(ctx, st, log, reg)
 	if err != nil {
 		return err
 	}
@@ -279,7 +279,9 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 }
 
 // agentOptions builds the optional parts: rules and sinks, audit lookup.
-func (o *runOptions) agentOptions(ctx context.Context, log zerolog.Logger, reg prometheus.Registerer) ([]agent.Option, *alert.Dispatcher, error) {
+// The store itself is always the first lookup: after a restart it holds the
+// records the audit sources will not deliver again.
+func (o *runOptions) agentOptions(ctx context.Context, st agent.SessionReader, log zerolog.Logger, reg prometheus.Registerer) ([]agent.Option, *alert.Dispatcher, error) {
 	eng, disp, err := o.alerts.build(ctx, &o.es, log, reg)
 	if err != nil {
 		return nil, nil, err
@@ -288,6 +290,7 @@ func (o *runOptions) agentOptions(ctx context.Context, log zerolog.Logger, reg p
 	if disp != nil {
 		opts[0] = agent.WithAlerts(eng, disp)
 	}
+	lookups := agent.Lookups{agent.NewStoredRecords(st)}
 	if o.lookup == "elasticsearch" {
 		cfg, err := o.es.config()
 		if err != nil {
@@ -297,7 +300,8 @@ func (o *runOptions) agentOptions(ctx context.Context, log zerolog.Logger, reg p
 		if err != nil {
 			return nil, nil, err
 		}
-		opts = append(opts, agent.WithAuditLookup(l, 4))
+		lookups = append(lookups, l)
 	}
+	opts = append(opts, agent.WithAuditLookup(lookups, 4))
 	return opts, disp, nil
 }

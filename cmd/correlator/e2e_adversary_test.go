@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execid/correlator/internal/testutil"
+	"github.com/execid/correlator/pkg/store"
+)
+
+// steal is the intruder's first step: any live session's audit ID, read
+// from the environ of the container's processes (same uid, so readable).
+const steal = `ID=$(for e in /proc/[0-9]*/environ; do /bin/tr '\0' '\n' < $e; done | ` +
+	`/bin/sed -n 's/^` + auditKey + `=//p' | /bin/head -n 1); [ -n "$ID" ] || exit 7; `
+
+// TestEndToEndAdversary: an intruder in the pod with no session of its
+// own borrows alice's live session ID three ways. Through `correlator run`
+// and the REST API, each forgery must be a claimant of alice's session,
+// never one of her processes, and raise the borrowed-audit-id alert; alice's
+// own session is the positive control.
+func TestEndToEndAdversary(t *testing.T) {
+	m := marker()
+	// The container's main process waits for an ID on a fifo, then re-execs
+	// itself with it (the main-process forgery).
+	mainScript := `mkfifo /tmp/trig; read id < /tmp/trig; exec /bin/forger reexec ` + auditKey +
+		`=$id /bin/sh -c '/bin/echo ` + m + `-reexec; exec /bin/sleep 86400'`
+	env := newE2EEnv(t, testutil.ContainerConfig{
+		Files: map[string]string{"/bin/forger": testutil.BuildForger(t)},
+		Args:  []string{"/bin/sh", "-c", mainScript},
+	})
+	a := env.start()
+	alice := a.request("alice", "sh")
+	a.writeLog(alice)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = a.ctr.Exec(ctx, []string{"sh", "-c", "/bin/sleep 86400; true", m + "-alice"}, auditKey+"="+alice.AuditID)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	a.waitFor(m+"-alice", 20*time.Second, func(ps []store.Process) error {
+		if len(ps) == 0 {
+			return fmt.Errorf("alice's session not stored yet")
+		}
+		return attributed(ps, alice.AuditID, "audit_id")
+	})
+
+	nobody := testutil.ExecRequest{}
+	a.exec(nobody, "sh", "-c", steal+`exec /bin/env `+auditKey+`=$ID /bin/sh -c '/bin/echo `+m+`-inplace; true'`)
+	a.exec(nobody, "sh", "-c", steal+`while [ ! -p /tmp/trig ]; do sleep 0.05; done; echo $ID > /tmp/trig`)
+	a.exec(nobody, "sh", "-c", steal+`exec /bin/forger clone-parent `+auditKey+`=$ID /bin/sh -c '/bin/echo `+m+`-clone; true'`)
+
+	var forged []store.Process
+	for _, kind := range []string{"inplace", "reexec", "clone"} {
+		ps := a.waitFor(m+"-"+kind, 20*time.Second, func(ps []store.Process) error {
+			if byArgv(ps, "/bin/echo", m+"-"+kind) == nil || len(ps) < 2 {
+				return fmt.Errorf("%s forgery: root and echo not both stored", kind)
+			}
+			for _, p := range ps {
+				if p.AuditID != "" || p.Attribution != "" || p.ClaimedAuditID != alice.AuditID || !slices.Contains(p.Flags, "root_unverified") {
+					return fmt.Errorf("%s forgery: %s %q auditID %q attribution %q claimed %q flags %v, want an unattributed claim of %s",
+						kind, p.ProcessID, p.Argv, p.AuditID, p.Attribution, p.ClaimedAuditID, p.Flags, alice.AuditID)
+				}
+			}
+			return nil
+		})
+		forged = append(forged, ps...)
+	}
+
+	v, err := a.client.Session(context.Background(), alice.AuditID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Username != "alice" || len(v.Processes) == 0 {
+		t.Fatalf("alice's session: user %q, %d processes", v.Username, len(v.Processes))
+	}
+	for _, f := range forged {
+		if slices.ContainsFunc(v.Processes, func(p store.Process) bool { return p.ProcessID == f.ProcessID }) {
+			t.Errorf("forged %s %q listed among alice's processes", f.ProcessID, f.Argv)
+		}
+		if !slices.ContainsFunc(v.Claimants, func(p store.Process) bool { return p.ProcessID == f.ProcessID }) {
+			t.Errorf("forged %s %q not among the claimants of alice's session", f.ProcessID, f.Argv)
+		}
+	}
+	// Filtering by user must never return a forger as alice's.
+	page, err := a.client.Processes(context.Background(), map[string][]string{"user": {"alice"}, "limit": {"500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range page.Items {
+		if slices.ContainsFunc(forged, func(f store.Process) bool { return f.ProcessID == p.ProcessID }) {
+			t.Errorf("user=alice returns the forged %s %q", p.ProcessID, p.Argv)
+		}
+	}
+
+	// Every forged root raises borrowed-audit-id, naming the claimed user
+	// and the real pod, container and process.
+	roots := 0
+	for _, f := range forged {
+		if !slices.Contains(f.Flags, "root_unverified") || f.ProcessID != f.SessionRootID {
+			continue
+		}
+		roots++
+		al := a.waitAlert("borrowed-audit-id", f.ProcessID)
+		for _, want := range []string{"alice", e2ePod, e2eContainer, a.ctr.ID, f.ProcessID, alice.AuditID} {
+			if !strings.Contains(al.Message, want) {
+				t.Errorf("alert for %s: message %q lacks %q", f.ProcessID, al.Message, want)
+			}
+		}
+	}
+	if roots < 3 {
+		t.Errorf("%d forged roots among the claimants, want one per forgery (3)", roots)
+	}
+	// Positive control: alice's own processes raise no borrowed-audit-id.
+	for _, p := range v.Processes {
+		if al := a.alerts("borrowed-audit-id", p.ProcessID); len(al) > 0 {
+			t.Errorf("alice's own process %s raised %q", p.ProcessID, al[0].Message)
+		}
+	}
+}
+
+// TestEndToEndAgentKilled: the agent dies with SIGKILL while bob's session
+// runs; a new agent on the same pinned maps and store attributes bob's
+// later commands to bob.
+func TestEndToEndAgentKilled(t *testing.T) {
+	env := newE2EEnv(t, testutil.ContainerConfig{})
+	first := env.start()
+	m := marker()
+	bob := first.request("bob", "sh")
+	first.writeLog(bob)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = first.ctr.Exec(ctx, []string{"sh", "-c", "mkfifo /tmp/go; read x < /tmp/go; /bin/echo " + m + "-after; /bin/sleep 86400; true", m + "-bob"},
+			auditKey+"="+bob.AuditID)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	first.waitFor(m+"-bob", 20*time.Second, func(ps []store.Process) error {
+		if len(ps) == 0 {
+			return fmt.Errorf("bob's root not stored yet")
+		}
+		return attributed(ps, bob.AuditID, "audit_id")
+	})
+	first.kill()
+
+	second := env.start()
+	second.exec(testutil.ExecRequest{}, "sh", "-c", "while [ ! -p /tmp/go ]; do sleep 0.05; done; echo go > /tmp/go")
+	ps := second.waitFor(m+"-after", 30*time.Second, func(ps []store.Process) error {
+		if byArgv(ps, "/bin/echo", m+"-after") == nil {
+			return fmt.Errorf("bob's command after the restart not stored yet")
+		}
+		return attributed(ps, bob.AuditID, "inherited", "audit_id")
+	})
+	if p := byArgv(ps, "/bin/echo", m+"-after"); slices.Contains(p.Flags, "root_unverified") {
+		t.Errorf("bob's command after the restart flagged %v", p.Flags)
+	}
+	// Positive control that the restart is real: a new genuine session
+	// started after it is verified too.
+	carol := second.request("carol", "sh")
+	second.writeLog(carol)
+	second.exec(carol, "sh", "-c", "/bin/echo "+m+"-carol; true")
+	second.waitFor(m+"-carol", 20*time.Second, func(ps []store.Process) error {
+		if len(ps) < 2 {
+			return fmt.Errorf("%d of carol's processes stored, want 2", len(ps))
+		}
+		return attributed(ps, carol.AuditID, "audit_id", "inherited")
+	})
+}
+
+// alerts lists the stored alerts of rule about processID.
+func (a *e2eAgent) alerts(rule, processID string) []store.Alert {
+	a.t.Helper()
+	resp, err := http.Get(a.base + "/api/v1/alerts?limit=500&rule=" + rule)
+	if err != nil {
+		a.t.Fatalf("listing alerts: %v", err)
+	}
+	defer resp.Body.Close()
+	var page struct {
+		Items []store.Alert `json:"items"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+		a.t.Fatalf("decoding alerts: %v", err)
+	}
+	var out []store.Alert
+	for _, al := range page.Items {
+		if al.ProcessID == processID {
+			out = append(out, al)
+		}
+	}
+	return out
+}
+
+// waitAlert waits for an alert of rule about processID.
+func (a *e2eAgent) waitAlert(rule, processID string) store.Alert {
+	a.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if al := a.alerts(rule, processID); len(al) > 0 {
+			return al[0]
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("no %s alert for process %s\nagent log tail:\n%s", rule, processID, tail(a.stderr.String(), 3000))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
