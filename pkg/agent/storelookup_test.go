@@ -71,7 +71,9 @@ func TestStoredRecords(t *testing.T) {
 // lookupFunc adapts a function to auditlog.Lookup.
 type lookupFunc func(string) ([]auditlog.ExecRecord, error)
 
-func (f lookupFunc) LookupExec(_ context.Context, id string) ([]auditlog.ExecRecord, error) { return f(id) }
+func (f lookupFunc) LookupExec(_ context.Context, id string) ([]auditlog.ExecRecord, error) {
+	return f(id)
+}
 
 func TestLookupsFirstWithRecords(t *testing.T) {
 	none := lookupFunc(func(string) ([]auditlog.ExecRecord, error) { return nil, nil })

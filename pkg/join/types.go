@@ -36,9 +36,9 @@ const (
 	FlagRootUnverified = "root_unverified"
 	// FlagRootIndirect: the root's key was set by the first program the
 	// runtime exec'd (SPO's env prefix), not by the runtime itself.
-	FlagRootIndirect = "root_indirect"
-	FlagPlaceholder    = "placeholder"
-	FlagNonstandardID  = "nonstandard_id"
+	FlagRootIndirect  = "root_indirect"
+	FlagPlaceholder   = "placeholder"
+	FlagNonstandardID = "nonstandard_id"
 )
 
 // Flags the joiner adds.
