@@ -101,9 +101,13 @@ func lineageFromProc(pi *procInfo, procs map[uint32]*procInfo) correlatorLineage
 		e.Depth++
 	}
 	e.RootTgid, e.RootStartNs = root.tgid, root.startTicks*ticksNs
+	// /proc cannot say where the image that exec'd the root was loaded, so
+	// a procfs root is judged by its parent alone (the kernel's weaker,
+	// second test): a parent in the same cgroup set the env. source=procfs
+	// says the evidence is weaker.
 	unverified := false
 	if parent, ok := procs[root.ppid]; ok {
-		unverified = parent.pidns == root.pidns && bytes.Equal(parent.cgroup, root.cgroup)
+		unverified = bytes.Equal(parent.cgroup, root.cgroup)
 	}
 	for k, v := range pi.env {
 		if !v.Found || k >= len(e.Ids) {
