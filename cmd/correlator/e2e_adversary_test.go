@@ -56,21 +56,31 @@ func TestEndToEndAdversary(t *testing.T) {
 	a.exec(nobody, "sh", "-c", steal+`while [ ! -p /tmp/trig ]; do sleep 0.05; done; echo $ID > /tmp/trig`)
 	a.exec(nobody, "sh", "-c", steal+`exec /bin/forger clone-parent `+auditKey+`=$ID /bin/sh -c '/bin/echo `+m+`-clone; true'`)
 
+	// A claim on alice's ID: unattributed, flagged, claiming her session.
+	claim := func(p store.Process) error {
+		if p.AuditID != "" || p.Attribution != "" || p.ClaimedAuditID != alice.AuditID || !slices.Contains(p.Flags, "root_unverified") {
+			return fmt.Errorf("%s %q: auditID %q attribution %q claimed %q flags %v, want an unattributed claim of %s",
+				p.ProcessID, p.Argv, p.AuditID, p.Attribution, p.ClaimedAuditID, p.Flags, alice.AuditID)
+		}
+		return nil
+	}
 	var forged []store.Process
 	for _, kind := range []string{"inplace", "reexec", "clone"} {
 		ps := a.waitFor(m+"-"+kind, 20*time.Second, func(ps []store.Process) error {
-			if byArgv(ps, "/bin/echo", m+"-"+kind) == nil || len(ps) < 2 {
-				return fmt.Errorf("%s forgery: root and echo not both stored", kind)
+			echo := byArgv(ps, "/bin/echo", m+"-"+kind)
+			if echo == nil {
+				return fmt.Errorf("%s forgery: echo not stored yet", kind)
 			}
-			for _, p := range ps {
-				if p.AuditID != "" || p.Attribution != "" || p.ClaimedAuditID != alice.AuditID || !slices.Contains(p.Flags, "root_unverified") {
-					return fmt.Errorf("%s forgery: %s %q auditID %q attribution %q claimed %q flags %v, want an unattributed claim of %s",
-						kind, p.ProcessID, p.Argv, p.AuditID, p.Attribution, p.ClaimedAuditID, p.Flags, alice.AuditID)
-				}
-			}
-			return nil
+			return claim(*echo)
 		})
-		forged = append(forged, ps...)
+		echo := byArgv(ps, "/bin/echo", m+"-"+kind)
+		// The root (the main process's record shows its latest image, so
+		// find it by ID, not by argv).
+		root := a.process(echo.SessionRootID)
+		if err := claim(root); err != nil || root.ProcessID == echo.ProcessID {
+			t.Errorf("%s forgery root: %v", kind, err)
+		}
+		forged = append(forged, *echo, root)
 	}
 
 	v, err := a.client.Session(context.Background(), alice.AuditID)
@@ -172,6 +182,22 @@ func TestEndToEndAgentKilled(t *testing.T) {
 		}
 		return attributed(ps, carol.AuditID, "audit_id", "inherited")
 	})
+}
+
+// process returns the stored process id in the e2e pod.
+func (a *e2eAgent) process(id string) store.Process {
+	a.t.Helper()
+	page, err := a.client.Processes(context.Background(), map[string][]string{"pod": {e2ePod}, "limit": {"1000"}})
+	if err != nil {
+		a.t.Fatalf("listing processes: %v", err)
+	}
+	for _, p := range page.Items {
+		if p.ProcessID == id {
+			return p
+		}
+	}
+	a.t.Fatalf("process %s not stored", id)
+	return store.Process{}
 }
 
 // alerts lists the stored alerts of rule about processID.
