@@ -293,3 +293,20 @@ func TestKernelAdversaryNested(t *testing.T) {
 	}
 	noFlags(t, bottom, FlagRootUnverified, FlagEnvMismatch, FlagEnvRemoved)
 }
+
+// TestKernelAdversaryNestedNamespace: the intruder makes a pid namespace of
+// its own (under a new user namespace, all an unprivileged process may) so
+// that its image's pid namespace differs from the root's, and hands the
+// child to its outside parent with CLONE_PARENT. The owner of the pid
+// namespace gives it away.
+func TestKernelAdversaryNestedNamespace(t *testing.T) {
+	a := newAdversary(t)
+	a.exec("/bin/forger", "userns-pidns", keyName+"="+a.victim, "/bin/sh", "-c", "/bin/echo nested-ns; true")
+	root := a.forged("nested-ns", "/bin/sh")
+	if root.ExecOrigin != OriginNestedUserns {
+		t.Errorf("exec origin %q, want %q", root.ExecOrigin, OriginNestedUserns)
+	}
+	if root.PIDNamespace == a.h.waitFor("the forger", func(e Event) bool { return a.in(e) && e.Filename == "/bin/forger" }).PIDNamespace {
+		t.Errorf("positive control: the forged root runs in the container's pid namespace, not a nested one")
+	}
+}

@@ -45,6 +45,11 @@ func TestKernelRestart(t *testing.T) {
 		t.Errorf("after restart: auditID %q source %q, want %s inherited", ev.AuditID, ev.Source, id)
 	}
 	noFlags(t, ev, FlagStaleLineage)
+	// The image places are pinned too: the shell's place, recorded by the
+	// first probe, still judges its exec (a lost place reads unknown).
+	if ev.ExecOrigin != OriginInside {
+		t.Errorf("after restart: exec origin %q, want %q from the pinned image place", ev.ExecOrigin, OriginInside)
+	}
 }
 
 // TestKernelColdStart starts a session before any agent, then an agent
@@ -79,5 +84,10 @@ func TestKernelColdStart(t *testing.T) {
 	ev := h.waitFor("exec after bootstrap", func(e Event) bool { return execWithArg(tok)(e) && e.Filename == "/bin/echo" })
 	if ev.AuditID != id || ev.Source != SourceProcfs {
 		t.Errorf("exec after bootstrap: auditID %q source %q, want %s procfs", ev.AuditID, ev.Source, id)
+	}
+	// Nothing was pinned and the shell predates the probe: where its image
+	// was loaded is not known, and the kernel says so.
+	if ev.ExecOrigin != OriginUnknown {
+		t.Errorf("exec after a cold start: exec origin %q, want %q", ev.ExecOrigin, OriginUnknown)
 	}
 }

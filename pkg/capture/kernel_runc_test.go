@@ -50,8 +50,8 @@ func TestKernelRuncContainer(t *testing.T) {
 			t.Fatalf("runc exec: %v: %s", err, out)
 		}
 		ev := h.waitFor("root with the key first", func(e Event) bool { return inCtr(e) && execWithArg(tok)(e) })
-		if ev.AuditID != id {
-			t.Errorf("auditID %q, want %s", ev.AuditID, id)
+		if ev.AuditID != id || !ev.ExecOrigin.Verified() {
+			t.Errorf("auditID %q origin %q, want %s exec'd by the runtime", ev.AuditID, ev.ExecOrigin, id)
 		}
 		noFlags(t, ev, FlagRootUnverified)
 	})

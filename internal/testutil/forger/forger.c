@@ -8,6 +8,10 @@
 //   forger reexec       [OP...] PROG [ARG...]  execve in place
 //   forger thread-exec  [OP...] PROG [ARG...]  execve from a non-leader thread
 //   forger clone-parent [OP...] PROG [ARG...]  execve in a CLONE_PARENT child
+//   forger userns-pidns [OP...] PROG [ARG...]  the same, the child in a new pid
+//                                              namespace under a new user
+//                                              namespace (what an unprivileged
+//                                              process may make)
 //   forger steal PID KEY PROG [ARG...]         execve with KEY copied from
 //                                              /proc/PID/environ
 //
@@ -64,6 +68,7 @@ static const char usage_text[] =
 	"usage: forger reexec       [OP...] PROG [ARG...]\n"
 	"       forger thread-exec  [OP...] PROG [ARG...]\n"
 	"       forger clone-parent [OP...] PROG [ARG...]\n"
+	"       forger userns-pidns [OP...] PROG [ARG...]\n"
 	"       forger steal PID KEY PROG [ARG...]\n"
 	"OP: KEY=VAL (replace, append last) | +KEY=VAL (append) | -KEY (remove) | --\n";
 
@@ -192,9 +197,12 @@ static _Noreturn void thread_exec(char **prog, char **env)
 		pause();
 }
 
-static int clone_parent(char **prog, char **env)
+static int clone_parent(char **prog, char **env, int nested)
 {
 	int p[2];
+	// unshare(CLONE_NEWPID) moves only the caller's future children.
+	if (nested && unshare(CLONE_NEWUSER | CLONE_NEWPID))
+		die(EXIT_SPAWN, "unsharing", "a user and pid namespace");
 	if (pipe2(p, O_CLOEXEC))
 		die(EXIT_SYS, "creating", "exec status pipe");
 	// A raw fork-like clone (no new stack): the child only calls execve,
@@ -287,7 +295,8 @@ int main(int argc, char **argv)
 		return steal(argc - 2, argv + 2);
 	int in_place = strcmp(mode, "reexec") == 0;
 	int in_thread = strcmp(mode, "thread-exec") == 0;
-	int in_sibling = strcmp(mode, "clone-parent") == 0;
+	int in_nested = strcmp(mode, "userns-pidns") == 0;
+	int in_sibling = in_nested || strcmp(mode, "clone-parent") == 0;
 	if (!in_place && !in_thread && !in_sibling)
 		usage("unknown mode");
 
@@ -304,7 +313,7 @@ int main(int argc, char **argv)
 	if (in_thread)
 		thread_exec(prog, e.v);
 	if (in_sibling)
-		return clone_parent(prog, e.v);
+		return clone_parent(prog, e.v, in_nested);
 	exec_or_die(prog, e.v);
 	return EXIT_EXEC;
 }
