@@ -134,6 +134,17 @@ wait_attributed() {
 	die "session $id was not attributed within 30 s: $(cli session "$id" -o json 2>&1 | head -c 2000)"
 }
 
+# wait_claimed <audit-id>: until the session lists a claimant (a process
+# that carried its ID without belonging to it).
+wait_claimed() {
+	local id=$1
+	for _ in $(seq 300); do
+		cli session "$id" -o json 2>/dev/null | jq -e '(.claimants // []) | length > 0' >/dev/null && return 0
+		sleep 0.1
+	done
+	die "session $id lists no claimant within 30 s"
+}
+
 # check <audit-id> <description> <jq-filter>: a fact about the session JSON.
 check() {
 	local id=$1 what=$2 filter=$3
@@ -191,6 +202,11 @@ main() {
 	"$RUNC_SH" exec "$alice" 'cat /etc/hostname; sleep 2; /bin/ls / | wc -l; true' >/dev/null &
 	local alice_exec=$!
 	sleep 0.5
+	echo "an intruder in the pod, with no session of its own (runc exec without $KEY), reads alice's"
+	echo "  ID from /proc/<pid>/environ and execs in place with it: exec env $KEY=<alice's> sh -c …"
+	# shellcheck disable=SC2016 # expanded by the container's shell
+	"$RUNC_SH" exec - 'ID=$(for e in /proc/[0-9]*/environ; do /bin/tr "\0" "\n" < $e; done | /bin/sed -n "s/^'"$KEY"'=//p" | /bin/head -n 1)
+		[ -n "$ID" ] && exec /bin/env '"$KEY"'=$ID /bin/sh -c "/bin/cat /etc/hostname; /bin/echo borrowed; true"' >/dev/null
 	t_bob=$(now)
 	echo "bob (as system:serviceaccount:shop:deployer): kubectl exec -it web-0 -c app -- sh   ($KEY=$bob)"
 	echo "  bob's shell unsets $KEY and leaves a background child running"
@@ -208,6 +224,8 @@ main() {
 	[[ $code == 200 ]] || die "the webhook answered $code"
 	wait_attributed "$alice"
 	wait_attributed "$bob"
+
+	wait_claimed "$alice"
 
 	header "5. correlator sessions"
 	cli sessions --namespace "$NS"
@@ -230,6 +248,19 @@ main() {
 		'any(.processes[]; .argv == ["sleep","3"] and .attribution == "inherited")' || fails=1
 	check "$bob" "no process of alice's session is in bob's" \
 		'all(.processes[]; .auditID != "'"$alice"'")' || fails=1
+	check "$alice" "the intruder who borrowed alice's ID: listed as a claimant, flagged root_unverified, never alice's" \
+		'(.claimants | length) > 0 and all(.claimants[]; .auditID == null or .auditID == "") and
+		 any(.claimants[]; .flags | index("root_unverified")) and
+		 all(.processes[]; (.argv | index("borrowed")) == null)' || fails=1
+	if curl -sf -H "Authorization: Bearer $(cat "$work/token")" "$SERVER/api/v1/alerts?rule=borrowed-audit-id" |
+		jq -e '[.items[] | select(.message | contains("of alice"))] | length > 0' >/dev/null; then
+		printf '  ok       %s\n' "alert borrowed-audit-id names alice as the claimed user, and the real process"
+		curl -sf -H "Authorization: Bearer $(cat "$work/token")" "$SERVER/api/v1/alerts?rule=borrowed-audit-id&limit=1" |
+			jq -r '.items[0].message' | sed 's/^/           /'
+	else
+		printf '  MISSING  %s\n' "alert borrowed-audit-id for the intruder"
+		fails=1
+	fi
 	((fails == 0)) || die "some expected facts are missing"
 	echo
 	echo "demo: done; cleaning up"
