@@ -8,12 +8,15 @@
 #   3. two overlapping `kubectl exec` sessions, as the runtime lands them
 #      (runc exec --env KUBERNETES_EXEC_AUDIT_ID=<id>): alice's, and bob's
 #      (impersonating a service account), which removes the variable and
-#      leaves a background child running
+#      leaves a background child running; between them, an intruder in the
+#      pod with no session reads alice's ID from /proc/<pid>/environ and
+#      execs in place with it
 #   4. their audit records as kube-apiserver writes them: alice's appended to
 #      the audit log file, bob's POSTed to the audit webhook as an EventList
 #   5. `correlator sessions` and both session trees, read through the API
 #
-# Every expected fact is checked from the API's JSON; a missing one fails
+# Every expected fact is checked from the API's JSON (the intruder must be a
+# claimant of alice's session, never hers, and raise borrowed-audit-id); a missing one fails
 # the demo. The agent, the container, its cgroups, the pinned map and the
 # temporary directory are removed on every exit path.
 # Needs root (BPF, runc, cgroups), jq, curl, runc and busybox-static
