@@ -18,21 +18,15 @@ func TestMigrateFromV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, stmt := range schemaV1 {
+	createOldSchema(t, db, 1, func(stmt string) string {
 		if strings.Contains(stmt, "processes_claimed") {
-			continue // added in version 2
+			return "" // added in version 2
 		}
-		stmt = strings.Replace(stmt, `updated_at       INTEGER NOT NULL,
+		return strings.Replace(stmt, `updated_at       INTEGER NOT NULL,
 		env              TEXT,
 		stdin            INTEGER NOT NULL DEFAULT 0,
 		tty              INTEGER NOT NULL DEFAULT 0`, `updated_at       INTEGER NOT NULL`, 1)
-		if _, err := db.Exec(stmt); err != nil {
-			t.Fatalf("creating v1 schema: %v", err)
-		}
-	}
-	if _, err := db.Exec("PRAGMA user_version = 1"); err != nil {
-		t.Fatal(err)
-	}
+	})
 	if _, err := db.Exec(`INSERT INTO sessions (audit_id, username, request_received, updated_at) VALUES ('old', 'alice', 1, 1)`); err != nil {
 		t.Fatal(err)
 	}

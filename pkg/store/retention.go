@@ -36,8 +36,8 @@ func (s *Store) DeleteOlderThan(ctx context.Context, t time.Time) (Deleted, erro
 	}{
 		{"processes", &d.Processes, `DELETE FROM processes WHERE id IN (
 			SELECT id FROM processes WHERE exit_time < ? LIMIT ?)`},
-		{"orphan audit records", &d.AuditRecords, `DELETE FROM audit_records WHERE (audit_id, stage) IN (
-			SELECT a.audit_id, a.stage FROM audit_records a WHERE a.stage_timestamp < ?
+		{"orphan audit records", &d.AuditRecords, `DELETE FROM audit_records WHERE (audit_id, stage, request_key) IN (
+			SELECT a.audit_id, a.stage, a.request_key FROM audit_records a WHERE a.stage_timestamp < ?
 			AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.audit_id = a.audit_id) LIMIT ?)`},
 		{"alerts", &d.Alerts, `DELETE FROM alerts WHERE seq IN (
 			SELECT seq FROM alerts WHERE time < ? LIMIT ?)`},

@@ -1,8 +1,14 @@
 package store
 
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
 // schemaVersion is stored in PRAGMA user_version. Bump it with a migration
 // step in migrate when the schema changes.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // Times are INTEGER nanoseconds since the Unix epoch (NULL where the Go
 // field is a nil pointer); lists and maps are JSON text, NULL when empty.
@@ -101,13 +107,7 @@ var schemaV1 = []string{
 	`CREATE INDEX processes_attribution ON processes (attribution, start)`,
 	`CREATE INDEX processes_exit ON processes (exit_time) WHERE exit_time IS NOT NULL`,
 
-	`CREATE TABLE audit_records (
-		audit_id        TEXT NOT NULL,
-		stage           TEXT NOT NULL,
-		stage_timestamp INTEGER NOT NULL,
-		event           TEXT NOT NULL,
-		PRIMARY KEY (audit_id, stage)
-	) WITHOUT ROWID`,
+	auditRecordsTable("audit_records"),
 	`CREATE INDEX audit_records_time ON audit_records (stage_timestamp)`,
 
 	`CREATE TABLE alerts (
@@ -126,12 +126,82 @@ var schemaV1 = []string{
 	`CREATE INDEX alerts_audit ON alerts (audit_id, time)`,
 }
 
+// auditRecordsTable is the audit_records DDL under name. request_key is
+// AuditRecord.RequestKey: a redelivered stage replaces its row, while a
+// different request that reuses the audit ID is kept beside it.
+func auditRecordsTable(name string) string {
+	return `CREATE TABLE ` + name + ` (
+		audit_id        TEXT NOT NULL,
+		stage           TEXT NOT NULL,
+		request_key     TEXT NOT NULL,
+		stage_timestamp INTEGER NOT NULL,
+		event           TEXT NOT NULL,
+		PRIMARY KEY (audit_id, stage, request_key)
+	) WITHOUT ROWID`
+}
+
+// migration upgrades a file by one version inside migrate's transaction.
+type migration func(ctx context.Context, tx *sql.Tx) error
+
 // migrations[v] upgrades a version-v file to v+1.
-var migrations = map[int][]string{
-	1: {
+var migrations = map[int]migration{
+	1: statements(
 		`ALTER TABLE sessions ADD COLUMN env TEXT`,
 		`ALTER TABLE sessions ADD COLUMN stdin INTEGER NOT NULL DEFAULT 0`,
 		`ALTER TABLE sessions ADD COLUMN tty INTEGER NOT NULL DEFAULT 0`,
 		`CREATE INDEX processes_claimed ON processes (claimed_audit_id, start) WHERE claimed_audit_id != ''`,
-	},
+	),
+	2: keyAuditRecordsByRequest,
+}
+
+func statements(stmts ...string) migration {
+	return func(ctx context.Context, tx *sql.Tx) error {
+		for _, stmt := range stmts {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// keyAuditRecordsByRequest rebuilds audit_records, keyed by (audit_id,
+// stage) until version 2, with request_key in its primary key, computing
+// each stored record's key.
+func keyAuditRecordsByRequest(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, auditRecordsTable("audit_records_v3")); err != nil {
+		return fmt.Errorf("creating keyed audit records table: %w", err)
+	}
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO audit_records_v3
+		(audit_id, stage, request_key, stage_timestamp, event) VALUES (?,?,?,?,?)`)
+	if err != nil {
+		return fmt.Errorf("preparing keyed audit record insert: %w", err)
+	}
+	defer ins.Close()
+	rows, err := tx.QueryContext(ctx, `SELECT audit_id, stage, stage_timestamp, event FROM audit_records`)
+	if err != nil {
+		return fmt.Errorf("querying audit records to key: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r AuditRecord
+		var ts int64
+		var ev string
+		if err := rows.Scan(&r.AuditID, &r.Stage, &ts, &ev); err != nil {
+			return fmt.Errorf("reading audit record to key: %w", err)
+		}
+		r.Event = []byte(ev)
+		if _, err := ins.ExecContext(ctx, r.AuditID, r.Stage, r.RequestKey(), ts, ev); err != nil {
+			return fmt.Errorf("copying audit record %s/%s: %w", r.AuditID, r.Stage, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("reading audit records to key: %w", err)
+	}
+	rows.Close()
+	return statements(
+		`DROP TABLE audit_records`,
+		`ALTER TABLE audit_records_v3 RENAME TO audit_records`,
+		`CREATE INDEX audit_records_time ON audit_records (stage_timestamp)`,
+	)(ctx, tx)
 }

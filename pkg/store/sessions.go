@@ -162,7 +162,7 @@ func (s *Store) sessionProcesses(ctx context.Context, tx *sql.Tx, col, auditID s
 
 func auditRecords(ctx context.Context, tx *sql.Tx, auditID string) ([]AuditRecord, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT stage, stage_timestamp, event FROM audit_records
-		WHERE audit_id = ? ORDER BY stage_timestamp, stage`, auditID)
+		WHERE audit_id = ? ORDER BY stage_timestamp, stage, request_key`, auditID)
 	if err != nil {
 		return nil, fmt.Errorf("querying audit records of %s: %w", auditID, err)
 	}

@@ -129,7 +129,10 @@ type Store struct {
 }
 
 // Open opens or creates the database at path and brings its schema up to
-// date.
+// date. The database and its -wal and -shm files are kept 0600 (a missing
+// directory is created 0700 when its parent exists; a longer missing chain
+// is refused): an existing file that group or others can
+// read is tightened, with a warning, and one that cannot be is refused.
 func Open(path string, cfg Config, log zerolog.Logger) (*Store, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -137,6 +140,10 @@ func Open(path string, cfg Config, log zerolog.Logger) (*Store, error) {
 	}
 	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") {
 		return nil, fmt.Errorf("opening store %q: need a plain file path", path)
+	}
+	log = log.With().Str("component", "store").Logger()
+	if err := secureFiles(path, log); err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds()))
@@ -154,7 +161,7 @@ func Open(path string, cfg Config, log zerolog.Logger) (*Store, error) {
 	w.SetConnMaxIdleTime(0)
 	w.SetConnMaxLifetime(0)
 
-	s := &Store{cfg: cfg, log: log.With().Str("component", "store").Logger(), path: path, w: w}
+	s := &Store{cfg: cfg, log: log, path: path, w: w}
 	if err := s.migrate(context.Background()); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
@@ -198,15 +205,15 @@ func (s *Store) migrate(ctx context.Context) error {
 	case version > schemaVersion:
 		return fmt.Errorf("reading schema: version %d is newer than this build's %d", version, schemaVersion)
 	}
-	stmts := schemaV1
+	steps := []migration{statements(schemaV1...)}
 	if version > 0 {
-		stmts = nil
+		steps = nil
 		for v := version; v < schemaVersion; v++ {
-			stmts = append(stmts, migrations[v]...)
+			steps = append(steps, migrations[v])
 		}
 	}
-	for _, stmt := range stmts {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+	for _, step := range steps {
+		if err := step(ctx, tx); err != nil {
 			return fmt.Errorf("migrating schema from version %d: %w", version, err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -17,7 +18,7 @@ func TestOpenSetsWALAndSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
 	s := openAt(t, path)
 	ctx := context.Background()
-	for pragma, want := range map[string]string{"journal_mode": "wal", "synchronous": "1", "user_version": "2"} {
+	for pragma, want := range map[string]string{"journal_mode": "wal", "synchronous": "1", "user_version": fmt.Sprint(schemaVersion)} {
 		var got string
 		if err := s.w.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(&got); err != nil {
 			t.Fatal(err)

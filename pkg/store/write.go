@@ -54,8 +54,8 @@ func upsertProcessSQL(n int) string {
 	return upsertProcessHead + strings.Repeat(row+",", n-1) + row + upsertProcessTail
 }
 
-const upsertAuditRecordSQL = `INSERT INTO audit_records (audit_id, stage, stage_timestamp, event)
-VALUES (?,?,?,?) ON CONFLICT (audit_id, stage) DO UPDATE SET
+const upsertAuditRecordSQL = `INSERT INTO audit_records (audit_id, stage, request_key, stage_timestamp, event)
+VALUES (?,?,?,?,?) ON CONFLICT (audit_id, stage, request_key) DO UPDATE SET
 	stage_timestamp = excluded.stage_timestamp, event = excluded.event`
 
 const insertAlertSQL = `INSERT INTO alerts (id, time, rule, severity, message, audit_id, process_id, payload)
@@ -75,7 +75,9 @@ func (s *Store) InsertAlerts(ctx context.Context, alerts []Alert) error {
 
 // Write commits a batch in one transaction: all of it or none of it.
 // Sessions and processes are upserted (replaced whole), audit records are
-// upserted by (auditID, stage), and alerts are inserted once by ID.
+// upserted by (auditID, stage, RequestKey) so that a different request
+// reusing an audit ID is kept beside the first, and alerts are inserted
+// once by ID.
 func (s *Store) Write(ctx context.Context, b Batch) error {
 	if b.Len() == 0 {
 		return nil
@@ -328,7 +330,7 @@ func writeAuditRecords(ctx context.Context, tx *sql.Tx, recs []AuditRecord) erro
 		if ev == "" {
 			ev = "null"
 		}
-		if _, err := up.ExecContext(ctx, r.AuditID, r.Stage, nanos(r.StageTimestamp), ev); err != nil {
+		if _, err := up.ExecContext(ctx, r.AuditID, r.Stage, r.RequestKey(), nanos(r.StageTimestamp), ev); err != nil {
 			return fmt.Errorf("upserting audit record %s/%s: %w", r.AuditID, r.Stage, err)
 		}
 	}

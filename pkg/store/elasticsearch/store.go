@@ -89,7 +89,8 @@ func (s *Store) Write(ctx context.Context, b store.Batch) error {
 
 // WriteAuditRecords indexes streaming exec audit records into the audit
 // index (for `correlator audit ship`); a record with a stored (auditID,
-// stage) replaces it.
+// stage, RequestKey) replaces it, and one of a different request with the
+// same audit ID is kept beside it.
 func (s *Store) WriteAuditRecords(ctx context.Context, recs []store.AuditRecord) error {
 	return s.Write(ctx, store.Batch{AuditRecords: recs})
 }
@@ -144,7 +145,9 @@ func (s *Store) ops(b store.Batch) ([]op, error) {
 		if err != nil {
 			return nil, fmt.Errorf("encoding audit record %s/%s: %w", r.AuditID, r.Stage, err)
 		}
-		id := r.AuditID + "/" + r.Stage
+		// The request key keeps a different request that reuses the audit
+		// ID beside the first, as SQLite's primary key does.
+		id := r.AuditID + "/" + r.Stage + "/" + r.RequestKey()
 		add(op{index: s.n.audit, action: "index", id: id, what: "audit record " + id, body: body})
 	}
 	for i := range b.Alerts {

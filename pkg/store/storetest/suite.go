@@ -33,6 +33,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"SessionProcessLimit", testTruncation},
 		{"Retention", testRetention},
 		{"ClaimantsAreNotMembers", testClaimants},
+		{"AuditIDReuseKeepsBoth", testAuditIDReuse},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
