@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/authn"
 )
 
 // auditSourceOptions are the audit-ingestion flags; the agent command reuses
@@ -31,22 +31,37 @@ type auditSourceOptions struct {
 	tlsKey        string
 	clientCA      string
 	maxBody       int64
+	// tokens shares token files with the API; nil opens them alone.
+	tokens *tokenFiles
 }
 
 func (o *auditSourceOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.logPaths, "audit-log", nil, "audit log file to follow (repeatable)")
 	fs.StringVar(&o.checkpointDir, "audit-checkpoint-dir", "/var/lib/correlator/audit", "where tail offsets are kept across restarts (empty: none)")
 	fs.BoolVar(&o.backlog, "audit-backlog", false, "on first start also read rotated files (.gz included), oldest first")
-	fs.StringVar(&o.webhookListen, "audit-webhook-listen", "", "address for the audit webhook receiver, e.g. :8443")
-	fs.StringVar(&o.tokenFile, "audit-webhook-token-file", "", "file holding the bearer token webhook senders must present")
+	fs.StringVar(&o.webhookListen, "audit-webhook-listen", "", "address for the audit webhook receiver, e.g. :8443; without a token file or client CA only a loopback address")
+	fs.StringVar(&o.tokenFile, "audit-webhook-token-file", "", "file of bearer tokens webhook senders may present, one per line, # comments (reloaded when it changes)")
 	fs.StringVar(&o.tlsCert, "audit-webhook-tls-cert", "", "webhook server certificate (PEM)")
 	fs.StringVar(&o.tlsKey, "audit-webhook-tls-key", "", "webhook server key (PEM)")
 	fs.StringVar(&o.clientCA, "audit-webhook-client-ca", "", "CA bundle client certificates must chain to (enables verification)")
 	fs.Int64Var(&o.maxBody, "audit-webhook-max-body-bytes", auditlog.DefaultMaxBodyBytes, "largest webhook request body accepted")
 }
 
+// validateWebhook applies the API's rule to the standalone webhook: without
+// a token file or a client CA it must listen on loopback only.
+func (o *auditSourceOptions) validateWebhook() error {
+	if o.webhookListen == "" || o.tokenFile != "" || o.clientCA != "" || authn.IsLoopback(o.webhookListen) {
+		return nil
+	}
+	return fmt.Errorf("validating --audit-webhook-listen %q: %w: give --audit-webhook-token-file or --audit-webhook-client-ca, or listen on 127.0.0.1",
+		o.webhookListen, authn.ErrInsecureListener)
+}
+
 // sources builds the configured audit sources.
 func (o *auditSourceOptions) sources(log zerolog.Logger, m *auditlog.Metrics) ([]auditlog.Source, error) {
+	if err := o.validateWebhook(); err != nil {
+		return nil, err
+	}
 	var out []auditlog.Source
 	if len(o.logPaths) > 0 {
 		t, err := auditlog.NewTailer(auditlog.TailConfig{Paths: o.logPaths, CheckpointDir: o.checkpointDir, Backlog: o.backlog}, log, m)
@@ -59,13 +74,15 @@ func (o *auditSourceOptions) sources(log zerolog.Logger, m *auditlog.Metrics) ([
 		cfg := auditlog.WebhookConfig{Listen: o.webhookListen, MaxBodyBytes: o.maxBody,
 			TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey, ClientCAFile: o.clientCA}
 		if o.tokenFile != "" {
-			b, err := os.ReadFile(o.tokenFile)
+			files := o.tokens
+			if files == nil {
+				files = newTokenFiles(log)
+			}
+			tf, err := files.open(o.tokenFile)
 			if err != nil {
-				return nil, fmt.Errorf("reading webhook token file: %w", err)
+				return nil, fmt.Errorf("opening --audit-webhook-token-file: %w", err)
 			}
-			if cfg.BearerToken = strings.TrimSpace(string(b)); cfg.BearerToken == "" {
-				return nil, errors.New("reading webhook token file: empty token")
-			}
+			cfg.Tokens = tf
 		}
 		s, err := auditlog.NewWebhookServer(cfg, log, m)
 		if err != nil {

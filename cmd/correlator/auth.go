@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/rs/zerolog"
 	"k8s.io/client-go/rest"
 
 	"github.com/execid/correlator/pkg/api"
+	"github.com/execid/correlator/pkg/authn"
 )
 
 // kubeReviewPath is the non-resource URL a caller needs `get` on when the
@@ -37,17 +39,40 @@ func (a anyAuth) Authenticate(r *http.Request) (string, error) {
 	return "", err
 }
 
-// authenticator builds the API's authentication: the token file, and with
-// --auth-kubernetes, TokenReview and SubjectAccessReview against the
-// cluster the agent runs in (its service account, in-cluster config).
-func (o *runOptions) authenticator() (api.Authenticator, error) {
+// tokenFiles opens each token file once under the agent's policy
+// (authn.Default: 16 characters at least, not group- or world-writable,
+// reloaded when rotated), so the API and the audit webhooks that name the
+// same file share one source and see a rotation together.
+type tokenFiles struct {
+	log   zerolog.Logger
+	files map[string]*authn.File
+}
+
+func newTokenFiles(log zerolog.Logger) *tokenFiles {
+	return &tokenFiles{log: log, files: map[string]*authn.File{}}
+}
+
+// open returns the shared source for path.
+func (t *tokenFiles) open(path string) (*authn.File, error) {
+	if f, ok := t.files[path]; ok {
+		return f, nil
+	}
+	f, err := authn.Open(path, authn.Default(), t.log)
+	if err != nil {
+		return nil, err
+	}
+	t.files[path] = f
+	return f, nil
+}
+
+// authenticator builds the API's authentication: the token file (tokens
+// may be nil), and with --auth-kubernetes, TokenReview and
+// SubjectAccessReview against the cluster the agent runs in (its service
+// account, in-cluster config).
+func (o *runOptions) authenticator(tokens *authn.File) (api.Authenticator, error) {
 	var auths anyAuth
-	if o.tokenFile != "" {
-		tf, err := api.NewTokenFile(o.tokenFile)
-		if err != nil {
-			return nil, err
-		}
-		auths = append(auths, tf)
+	if tokens != nil {
+		auths = append(auths, api.NewTokenAuth(tokens))
 	}
 	if o.authKubernetes {
 		cfg, err := rest.InClusterConfig()

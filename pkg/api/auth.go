@@ -4,20 +4,21 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/execid/correlator/pkg/authn"
 )
 
 // Authenticator decides whether a request may read the API. It returns
@@ -38,46 +39,26 @@ func bearer(r *http.Request) (string, bool) {
 	return strings.TrimSpace(tok), ok && strings.TrimSpace(tok) != ""
 }
 
-// TokenFile accepts the bearer tokens listed in a file, one per line. The
-// file is re-read when it changes, so a rotated secret takes effect.
+// TokenFile accepts the bearer tokens listed in a token file (see
+// authn.File: one per line, # comments, reloaded when it changes).
 type TokenFile struct {
-	path   string
-	mu     sync.Mutex
-	mtime  time.Time
-	hashes [][32]byte
+	f *authn.File
 }
 
-// NewTokenFile reads path; an empty or unreadable file is an error.
+// NewTokenFile reads path with no length or permission policy and looks at
+// it on every request; an empty or unreadable file is an error. The agent
+// uses NewTokenAuth with authn.Default() instead.
 func NewTokenFile(path string) (*TokenFile, error) {
-	t := &TokenFile{path: path}
-	if err := t.reload(); err != nil {
+	f, err := authn.Open(path, authn.Config{}, zerolog.Nop())
+	if err != nil {
 		return nil, err
 	}
-	return t, nil
+	return NewTokenAuth(f), nil
 }
 
-func (t *TokenFile) reload() error {
-	st, err := os.Stat(t.path)
-	if err != nil {
-		return fmt.Errorf("reading token file: %w", err)
-	}
-	if st.ModTime().Equal(t.mtime) && t.hashes != nil {
-		return nil
-	}
-	b, err := os.ReadFile(t.path)
-	if err != nil {
-		return fmt.Errorf("reading token file: %w", err)
-	}
-	var hs [][32]byte
-	for _, tok := range parseTokens(b) {
-		hs = append(hs, sha256.Sum256([]byte(tok)))
-	}
-	if len(hs) == 0 {
-		return fmt.Errorf("reading token file %s: no tokens in it", t.path)
-	}
-	t.hashes, t.mtime = hs, st.ModTime()
-	return nil
-}
+// NewTokenAuth authenticates with a shared token source, the one the audit
+// webhooks check too, so a rotation reaches every listener at once.
+func NewTokenAuth(f *authn.File) *TokenFile { return &TokenFile{f: f} }
 
 // parseTokens reads a token file: one token a line; blanks and # comments skipped.
 func parseTokens(b []byte) []string {
@@ -104,27 +85,19 @@ func FirstToken(path string) (string, error) {
 }
 
 // Authenticate compares hashes in constant time; tokens are never logged.
+// A token file the policy refuses (emptied, made unsafe) refuses everyone.
 func (t *TokenFile) Authenticate(r *http.Request) (string, error) {
 	tok, ok := bearer(r)
 	if !ok {
 		return "", ErrUnauthenticated
 	}
-	t.mu.Lock()
-	err := t.reload()
-	hs := t.hashes
-	t.mu.Unlock()
-	if err != nil && hs == nil {
+	if t.f.Accepts(tok) {
+		return "token-file", nil
+	}
+	if err := t.f.Err(); err != nil {
 		return "", err
 	}
-	h := sha256.Sum256([]byte(tok))
-	match := 0
-	for _, want := range hs {
-		match |= subtle.ConstantTimeCompare(h[:], want[:])
-	}
-	if match != 1 {
-		return "", ErrUnauthenticated
-	}
-	return "token-file", nil
+	return "", ErrUnauthenticated
 }
 
 // KubeReview authenticates the bearer token with a TokenReview and
@@ -237,15 +210,5 @@ func (k *KubeReview) post(ctx context.Context, path string, obj any) error {
 }
 
 // IsLoopback reports whether addr (host:port) listens only on loopback,
-// the one place --insecure-no-auth is allowed.
-func IsLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// the one place --insecure-no-auth is allowed (authn.IsLoopback).
+func IsLoopback(addr string) bool { return authn.IsLoopback(addr) }

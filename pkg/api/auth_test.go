@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+
+	"github.com/execid/correlator/pkg/authn"
 )
 
 func reqWith(token string) *http.Request {
@@ -41,13 +44,11 @@ func TestTokenFile(t *testing.T) {
 			t.Errorf("token %q: err %v, want ok=%v", tc.token, err, tc.ok)
 		}
 	}
-	// A rotated file takes effect without a restart.
-	time.Sleep(10 * time.Millisecond)
+	// A rotated file takes effect without a restart (NewTokenFile looks
+	// at the file on every request).
 	if err := os.WriteFile(path, []byte("rotated\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().Add(time.Second)
-	os.Chtimes(path, now, now)
 	if _, err := tf.Authenticate(reqWith("s3cret-one")); !errors.Is(err, ErrUnauthenticated) {
 		t.Errorf("old token still accepted after rotation: %v", err)
 	}
@@ -61,6 +62,36 @@ func TestTokenFile(t *testing.T) {
 	os.WriteFile(empty, []byte("\n# nothing\n"), 0o600)
 	if _, err := NewTokenFile(empty); err == nil {
 		t.Error("token file without tokens accepted")
+	}
+}
+
+// TestTokenAuthRevocation: emptying the shared token file revokes every
+// token at once; it never falls back to the tokens read before.
+func TestTokenAuthRevocation(t *testing.T) {
+	const tok = "responder-token-0001"
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := authn.Open(path, authn.Config{MinLength: authn.DefaultMinLength, CheckMode: true}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta := NewTokenAuth(f)
+	if _, err := ta.Authenticate(reqWith(tok)); err != nil {
+		t.Fatalf("token refused: %v", err)
+	}
+	if err := os.WriteFile(path, []byte("# revoked\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ta.Authenticate(reqWith(tok)); err == nil {
+		t.Fatal("revoked token still accepted")
+	}
+	if err := os.WriteFile(path, []byte("# back\n"+tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ta.Authenticate(reqWith(tok)); err != nil {
+		t.Fatalf("restored token refused: %v", err)
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/pkg/authn"
 )
 
 // ErrBusy is what a Sink returns to ask the sender to come back later; the
@@ -32,12 +34,25 @@ type WebhookConfig struct {
 	Listen       string // host:port for the standalone server
 	MaxBodyBytes int64  // <= 0 means DefaultMaxBodyBytes
 	MaxLineBytes int
-	// BearerToken, if set, must be sent as "Authorization: Bearer <token>"
-	// (the kubeconfig's user token).
+	// Tokens, if set, decides the "Authorization: Bearer <token>" senders
+	// must present (the kubeconfig's user token): an authn.File, reloaded
+	// when it is rotated. It takes precedence over BearerToken.
+	Tokens TokenChecker
+	// BearerToken is a fixed token, for embedding and tests.
 	BearerToken string
 	// TLS for the standalone server; ClientCAFile turns on client
 	// certificate verification (the kubeconfig's client-certificate).
 	TLSCertFile, TLSKeyFile, ClientCAFile string
+}
+
+// TokenChecker accepts or refuses a presented bearer token (authn.Checker).
+type TokenChecker interface {
+	Accepts(token string) bool
+}
+
+// authenticated reports whether the receiver checks its senders at all.
+func (c WebhookConfig) authenticated() bool {
+	return c.Tokens != nil || c.BearerToken != "" || c.ClientCAFile != ""
 }
 
 // Webhook result labels.
@@ -90,7 +105,7 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, http.StatusMethodNotAllowed, resultMethod, "POST audit events here")
 		return
 	}
-	if h.cfg.BearerToken != "" && !h.tokenOK(r.Header.Get("Authorization")) {
+	if (h.cfg.Tokens != nil || h.cfg.BearerToken != "") && !h.tokenOK(r.Header.Get("Authorization")) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="audit"`)
 		h.reply(w, http.StatusUnauthorized, resultUnauth, "unauthorized")
 		return
@@ -134,7 +149,13 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // tokenOK compares in constant time; the token is never logged.
 func (h *WebhookHandler) tokenOK(header string) bool {
 	tok, ok := strings.CutPrefix(header, "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(h.cfg.BearerToken)) == 1
+	if tok = strings.TrimSpace(tok); !ok || tok == "" {
+		return false
+	}
+	if h.cfg.Tokens != nil {
+		return h.cfg.Tokens.Accepts(tok)
+	}
+	return subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.BearerToken)) == 1
 }
 
 func (h *WebhookHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
@@ -164,9 +185,17 @@ type WebhookServer struct {
 	tls     *tls.Config
 }
 
-// NewWebhookServer loads the TLS material, if any.
+// NewWebhookServer loads the TLS material, if any. A listener that checks
+// neither a token nor a client certificate is refused unless cfg.Listen is
+// a loopback address: anyone who reaches it could forge sessions.
 func NewWebhookServer(cfg WebhookConfig, log zerolog.Logger, m *Metrics) (*WebhookServer, error) {
 	s := &WebhookServer{cfg: cfg, log: log.With().Str("component", "auditlog.webhook").Logger(), metrics: m}
+	if !cfg.authenticated() && !authn.IsLoopback(cfg.Listen) {
+		return nil, fmt.Errorf("configuring audit webhook on %q: %w: give a token file or a client CA", cfg.Listen, authn.ErrInsecureListener)
+	}
+	if cfg.TLSCertFile == "" && cfg.authenticated() && !authn.IsLoopback(cfg.Listen) {
+		s.log.Warn().Str("addr", cfg.Listen).Msg("audit webhook token travels in clear text: give a server certificate")
+	}
 	if cfg.TLSCertFile == "" && cfg.ClientCAFile != "" {
 		return nil, errors.New("configuring audit webhook: client CA needs a server certificate")
 	}
