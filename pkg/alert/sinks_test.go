@@ -214,8 +214,8 @@ func TestWebhookAndHEC(t *testing.T) {
 	alerts := nastyAlerts(t)
 
 	spec, _ := ParseSinkSpec("webhook:" + srv.URL + "/alerts?key=abc")
-	if n := spec.String(); strings.Contains(n, "abc") {
-		t.Errorf("sink name %q shows the query", n)
+	if n := spec.String(); strings.Contains(n, "abc") || strings.Contains(n, "alerts") {
+		t.Errorf("sink name %q shows the query or the path", n)
 	}
 	d, err := NewDeliverer(spec, SinkOptions{TokenFile: tokFile}, zerolog.Nop())
 	if err != nil {

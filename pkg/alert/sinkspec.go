@@ -1,6 +1,8 @@
 package alert
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -147,7 +149,9 @@ func parseSyslogSpec(spec string) (SinkSpec, error) {
 	return s, nil
 }
 
-// String is the spec without secrets: URLs lose their query.
+// String is the spec without secrets: URLs lose their query, and their
+// path, which Slack- and Discord-style webhooks use as the credential, is
+// replaced by a short digest that still tells two sinks apart in logs.
 func (s SinkSpec) String() string {
 	switch s.Kind {
 	case KindFile:
@@ -157,6 +161,10 @@ func (s SinkSpec) String() string {
 	}
 	if u, err := url.Parse(s.URL); err == nil {
 		u.RawQuery, u.User, u.Fragment = "", nil, ""
+		if p := u.EscapedPath(); p != "" && p != "/" {
+			sum := sha256.Sum256([]byte(p))
+			u.Path, u.RawPath = "/path-sha256-"+hex.EncodeToString(sum[:4]), ""
+		}
 		return s.Kind + ":" + u.String()
 	}
 	return s.Kind

@@ -124,3 +124,38 @@ func viaJSON(s string) string {
 	_ = json.Unmarshal(b, &out)
 	return out
 }
+
+// TestSinkSpecStringHidesPathSecrets: a Slack-style webhook carries its
+// credential in the path; the name logged and used in metrics must not.
+func TestSinkSpecStringHidesPathSecrets(t *testing.T) {
+	const secret = "T0000/B0000/XXXXXXXXXXXXXXXXXXXXXXXX"
+	a, err := ParseSinkSpec("webhook:https://hooks.example.com/services/" + secret + "?x=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := ParseSinkSpec("webhook:https://hooks.example.com/services/other")
+	root, _ := ParseSinkSpec("elasticsearch:https://es.example.com:9200/")
+	for _, tc := range []struct {
+		spec SinkSpec
+		bad  []string
+	}{
+		{a, []string{"XXXX", "T0000", "services", "x=1"}},
+		{b, []string{"other"}},
+	} {
+		if n := tc.spec.String(); !strings.HasPrefix(n, "webhook:https://hooks.example.com/path-sha256-") {
+			t.Errorf("name %q: want the host and a path digest", n)
+		} else {
+			for _, s := range tc.bad {
+				if strings.Contains(n, s) {
+					t.Errorf("name %q shows %q", n, s)
+				}
+			}
+		}
+	}
+	if a.String() == b.String() {
+		t.Errorf("two sinks on one host share the name %q", a.String())
+	}
+	if n := root.String(); n != "elasticsearch:https://es.example.com:9200/" {
+		t.Errorf("a URL with no path: name %q", n)
+	}
+}
