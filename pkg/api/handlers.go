@@ -3,8 +3,10 @@ package api
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,53 +26,85 @@ type filterParams struct {
 // parseFilter reads and validates the shared filters. It is pure: now
 // resolves relative times such as since=24h.
 func parseFilter(q url.Values, now time.Time, extra ...string) (filterParams, error) {
-	allowed := map[string]bool{"user": true, "group": true, "namespace": true, "pod": true, "container": true,
-		"command": true, "since": true, "until": true, "limit": true, "cursor": true}
-	for _, e := range extra {
-		allowed[e] = true
+	allowed := append([]string{"user", "group", "namespace", "pod", "container", "command", "since", "until", "limit",
+		"cursor"}, extra...)
+	if err := checkParams(q, allowed); err != nil {
+		return filterParams{}, err
 	}
+	p := filterParams{User: q.Get("user"), Group: q.Get("group"), Namespace: q.Get("namespace"), Pod: q.Get("pod"),
+		Container: q.Get("container"), Command: q.Get("command"), Cursor: q.Get("cursor")}
+	var err error
+	if p.Since, p.Until, err = parseWindow(q, now); err != nil {
+		return p, err
+	}
+	if p.Limit, err = parseLimit(q.Get("limit")); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// checkParams rejects query parameters not in allowed.
+func checkParams(q url.Values, allowed []string) error {
 	var unknown []string
 	for k := range q {
-		if !allowed[k] {
+		if !slices.Contains(allowed, k) {
 			unknown = append(unknown, k)
 		}
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return filterParams{}, fmt.Errorf("unknown query parameters: %s", strings.Join(unknown, ", "))
+		return fmt.Errorf("unknown query parameters: %s", strings.Join(unknown, ", "))
 	}
-	p := filterParams{User: q.Get("user"), Group: q.Get("group"), Namespace: q.Get("namespace"), Pod: q.Get("pod"),
-		Container: q.Get("container"), Command: q.Get("command"), Cursor: q.Get("cursor")}
-	var err error
-	if p.Since, err = parseTime(q.Get("since"), now); err != nil {
-		return p, fmt.Errorf("parsing since: %w", err)
-	}
-	if p.Until, err = parseTime(q.Get("until"), now); err != nil {
-		return p, fmt.Errorf("parsing until: %w", err)
-	}
-	if !p.Since.IsZero() && !p.Until.IsZero() && p.Until.Before(p.Since) {
-		return p, errors.New("until is before since")
-	}
-	if l := q.Get("limit"); l != "" {
-		if p.Limit, err = strconv.Atoi(l); err != nil || p.Limit < 1 {
-			return p, fmt.Errorf("parsing limit %q: want a positive integer", l)
-		}
-	}
-	return p, nil
+	return nil
 }
 
-// parseTime accepts RFC 3339 or a duration meaning "that long ago".
+// parseWindow reads since and until; either may be absent.
+func parseWindow(q url.Values, now time.Time) (since, until time.Time, err error) {
+	if since, err = parseTime(q.Get("since"), now); err != nil {
+		return since, until, fmt.Errorf("parsing since: %w", err)
+	}
+	if until, err = parseTime(q.Get("until"), now); err != nil {
+		return since, until, fmt.Errorf("parsing until: %w", err)
+	}
+	if !since.IsZero() && !until.IsZero() && until.Before(since) {
+		return since, until, errors.New("until is before since")
+	}
+	return since, until, nil
+}
+
+// parseLimit reads a page size; empty means the store's default.
+func parseLimit(l string) (int, error) {
+	if l == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(l)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("parsing limit %q: want a positive integer", l)
+	}
+	return n, nil
+}
+
+// parseTime accepts RFC 3339 or a duration meaning "that long ago". The
+// store keeps times as int64 Unix nanoseconds, which hold only the years
+// 1678 to 2262; a bound outside them would wrap and invert the filter.
 func parseTime(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		d, derr := time.ParseDuration(s)
+		if derr != nil || d < 0 {
+			return time.Time{}, fmt.Errorf("%q is neither RFC 3339 nor a duration such as 24h", s)
+		}
+		t = now.Add(-d)
 	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return now.Add(-d), nil
+	lo, hi := time.Unix(0, math.MinInt64).UTC(), time.Unix(0, math.MaxInt64).UTC()
+	if t.Before(lo) || t.After(hi) {
+		return time.Time{}, fmt.Errorf("%q is outside the supported range %s to %s", s,
+			lo.Format(time.RFC3339), hi.Format(time.RFC3339))
 	}
-	return time.Time{}, fmt.Errorf("%q is neither RFC 3339 nor a duration such as 24h", s)
+	return t, nil
 }
 
 func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
@@ -115,14 +149,22 @@ func (s *server) listProcesses(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) listAlerts(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	since, err := parseTime(q.Get("since"), s.cfg.Now())
-	if err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("parsing since: %w", err))
+	if err := checkParams(q, []string{"rule", "severity", "auditID", "since", "until", "limit", "cursor"}); err != nil {
+		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	limit, _ := strconv.Atoi(q.Get("limit"))
+	since, until, err := parseWindow(q, s.cfg.Now())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	limit, err := parseLimit(q.Get("limit"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
 	items, next, err := s.r.ListAlerts(r.Context(), store.AlertFilter{Rule: q.Get("rule"), Severity: q.Get("severity"),
-		AuditID: q.Get("auditID"), Since: since, Limit: limit, Cursor: q.Get("cursor")})
+		AuditID: q.Get("auditID"), Since: since, Until: until, Limit: limit, Cursor: q.Get("cursor")})
 	if err != nil {
 		s.storeError(w, err)
 		return

@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"time"
 
@@ -74,7 +75,7 @@ func NewHandler(r Reader, cfg Config, log zerolog.Logger) http.Handler {
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.ready)
-	return mux
+	return jsonErrors(mux)
 }
 
 func (s *server) auth(h http.HandlerFunc) http.Handler {
@@ -119,13 +120,20 @@ type Page[T any] struct {
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
+	encodeJSON(w, v)
+}
+
+func encodeJSON(w io.Writer, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.Encode(v)
 }
 
+// errorBody is the shape of every error response.
+func errorBody(msg string) map[string]string { return map[string]string{"error": msg} }
+
 func writeError(w http.ResponseWriter, code int, err error) {
-	writeJSON(w, code, map[string]string{"error": err.Error()})
+	writeJSON(w, code, errorBody(err.Error()))
 }
 
 // storeError maps store errors to status codes; internals are logged, not sent.

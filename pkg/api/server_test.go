@@ -49,6 +49,12 @@ func fixture(t *testing.T) (*httptest.Server, string) {
 			{ProcessID: "20-4", PID: 20, Filename: "/bin/bash", Argv: []string{"bash", "-c", "curl evil"}, Namespace: "shop", Pod: "web-0",
 				Container: "app", Start: t0.Add(61 * time.Second), AuditID: "bbbb", Attribution: store.AttributionAuditID, Source: "env"},
 		},
+		Alerts: []store.Alert{
+			{ID: "al1", Time: t0.Add(3 * time.Second), Rule: "sensitive-read", Severity: "high", Message: "cat /etc/shadow",
+				AuditID: "aaaa", ProcessID: "12-3"},
+			{ID: "al2", Time: t0.Add(61 * time.Second), Rule: "shell", Severity: "medium", Message: "bash -c curl evil",
+				AuditID: "bbbb", ProcessID: "20-4"},
+		},
 	}
 	if err := st.Write(context.Background(), b); err != nil {
 		t.Fatal(err)
