@@ -22,6 +22,7 @@ import (
 	"github.com/execid/correlator/pkg/alert"
 	"github.com/execid/correlator/pkg/api"
 	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/authn"
 	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/config"
 	"github.com/execid/correlator/pkg/meta"
@@ -127,6 +128,7 @@ func (o *runOptions) validate() error {
 	case !o.insecureNoAuth && o.tokenFile == "" && !o.authKubernetes:
 		errs = append(errs, errors.New("validating authentication: the API requires --token-file or --auth-kubernetes (or --insecure-no-auth on loopback)"))
 	}
+	errs = append(errs, o.audit.validateWebhook())
 	if (o.tlsCert == "") != (o.tlsKey == "") {
 		errs = append(errs, errors.New("validating TLS: give both --tls-cert and --tls-key, or neither"))
 	}
@@ -165,16 +167,20 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// One reloading source per token file, shared by the API, the webhook
+	// on the API listener and --audit-webhook-listen.
+	tokens := newTokenFiles(log)
+	o.audit.tokens = tokens
 	var auth api.Authenticator
-	webhookToken := ""
+	var apiTokens *authn.File
 	if !o.insecureNoAuth {
-		if auth, err = o.authenticator(); err != nil {
-			return err
-		}
 		if o.tokenFile != "" {
-			if webhookToken, err = api.FirstToken(o.tokenFile); err != nil {
-				return err
+			if apiTokens, err = tokens.open(o.tokenFile); err != nil {
+				return fmt.Errorf("opening --token-file: %w", err)
 			}
+		}
+		if auth, err = o.authenticator(apiTokens); err != nil {
+			return err
 		}
 	}
 	var probe *capture.Probe
@@ -230,12 +236,15 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 			goRun("auditlog", func(ctx context.Context) error { return s.Run(ctx, ag.AuditSink()) })
 		}
 	}
-	// The webhook on the API listener takes the token file's first token;
-	// without one (Kubernetes auth only) it is not served there at all:
-	// use --audit-webhook-listen with its own token or client CA.
+	// The webhook on the API listener takes the token file's first token,
+	// as rotated; without a file (Kubernetes auth only) it is not served
+	// there at all: use --audit-webhook-listen with its own token or client CA.
 	var wh http.Handler
-	if o.insecureNoAuth || webhookToken != "" {
-		wh = auditlog.NewWebhookHandler(auditlog.WebhookConfig{BearerToken: webhookToken}, ag.AuditSink(), log, am)
+	switch {
+	case o.insecureNoAuth:
+		wh = auditlog.NewWebhookHandler(auditlog.WebhookConfig{}, ag.AuditSink(), log, am)
+	case apiTokens != nil:
+		wh = auditlog.NewWebhookHandler(auditlog.WebhookConfig{Tokens: apiTokens.First()}, ag.AuditSink(), log, am)
 	}
 	handler := api.NewHandler(st, api.Config{Auth: auth, Webhook: wh,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
