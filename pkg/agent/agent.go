@@ -51,7 +51,14 @@ type Sink interface {
 }
 
 type auditBatch struct {
-	evs []auditlog.Event
+	evs  []auditlog.Event
+	done chan error // hears when the batch's evidence is on disk
+}
+
+// durableSink is a Sink that reports when a batch is committed;
+// *store.Writer is one.
+type durableSink interface {
+	AddDurable(ctx context.Context, b store.Batch, done chan<- error) error
 }
 
 // Agent runs the pipeline.
@@ -120,17 +127,28 @@ func (a *Agent) Process(ctx context.Context, ev capture.Event) error {
 }
 
 // AuditSink accepts audit events from the file tailer and the webhook. It
-// returns once they are queued, or ErrBusy so the sender retries.
+// returns once their stages are committed to the store, so a source
+// acknowledges (answers 2xx, advances its checkpoint) only what a crash
+// cannot lose; ErrBusy when the queue is full, so the sender retries.
 func (a *Agent) AuditSink() auditlog.Sink {
 	return func(ctx context.Context, evs []auditlog.Event) error {
+		done := make(chan error, 1)
 		select {
 		// The sources reuse evs after we return (auditlog.Sink's contract).
-		case a.audit <- auditBatch{evs: slices.Clone(evs)}:
-			return nil
+		case a.audit <- auditBatch{evs: slices.Clone(evs), done: done}:
 		case <-ctx.Done():
 			return ctx.Err()
 		default:
 			return auditlog.ErrBusy
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("storing audit events: %w", err)
+			}
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
@@ -213,11 +231,29 @@ func (a *Agent) handleAudit(ctx context.Context, b auditBatch) {
 			a.emit(ctx, now, a.joiner.AddRecord(now, rec))
 		}
 	}
-	// The stages themselves, kept as evidence beside the session.
-	if len(raw) > 0 {
-		if err := a.sink.Add(ctx, store.Batch{AuditRecords: raw}); err != nil {
-			a.log.Error().Err(err).Int("records", len(raw)).Msg("queueing audit records")
-		}
+	// The stages themselves, kept as evidence beside the session; the
+	// source hears back only when they are durable.
+	done := b.done
+	if done == nil {
+		done = make(chan error, 1)
+	}
+	if len(raw) == 0 {
+		done <- nil // nothing new: duplicates, or stages already held
+		return
+	}
+	batch := store.Batch{AuditRecords: raw}
+	ds, durable := a.sink.(durableSink)
+	var err error
+	if durable {
+		err = ds.AddDurable(ctx, batch, done) // on success the writer answers done
+	} else {
+		err = a.sink.Add(ctx, batch)
+	}
+	if err != nil {
+		a.log.Error().Err(err).Int("records", len(raw)).Msg("queueing audit records")
+	}
+	if err != nil || !durable {
+		done <- err
 	}
 }
 

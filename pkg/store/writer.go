@@ -34,10 +34,12 @@ type Writer struct {
 	lastErr                atomic.Pointer[error]
 }
 
-// item is one Add, or a flush marker when ack is set.
+// item is one Add, or a flush marker when ack is set. done, when set,
+// hears the result of the commit that wrote b.
 type item struct {
 	b    Batch
 	ack  chan error
+	done chan<- error
 	stop bool
 }
 
@@ -95,6 +97,18 @@ func (w *Writer) Add(ctx context.Context, b Batch) error {
 		return nil
 	}
 	return w.send(ctx, item{b: b})
+}
+
+// AddDurable adds b like Add, and later sends on done (which must have
+// room for one value) the result of the commit that wrote it: nil once b is
+// on disk, else the error that dropped it. A source acknowledges evidence
+// to its sender only then, so a crash never loses what was acknowledged.
+func (w *Writer) AddDurable(ctx context.Context, b Batch, done chan<- error) error {
+	if b.Len() == 0 {
+		done <- nil
+		return nil
+	}
+	return w.send(ctx, item{b: b, done: done})
 }
 
 // Flush commits everything added before it and returns the first commit
@@ -175,6 +189,9 @@ func (w *Writer) loop() {
 				timer.Reset(w.maxDelay)
 			}
 			p.add(it.b)
+			if it.done != nil {
+				p.waiters = append(p.waiters, it.done)
+			}
 			if p.rows >= w.maxBatch || (w.idleCommit && len(w.in) == 0) {
 				w.commit(&p)
 				timer.Stop()
@@ -193,6 +210,7 @@ func (w *Writer) commit(p *pending) {
 	}
 	b := p.batch()
 	n := int64(b.Len())
+	waiters := p.waiters
 	*p = pending{}
 	var err error
 	for attempt := range 3 {
@@ -213,15 +231,19 @@ func (w *Writer) commit(p *pending) {
 		w.dropped.Add(n)
 		err = fmt.Errorf("writing batch of %d rows: %w", n, err)
 		w.lastErr.CompareAndSwap(nil, &err)
-		return
+	} else {
+		w.batches.Add(1)
+		w.rows.Add(n)
 	}
-	w.batches.Add(1)
-	w.rows.Add(n)
+	for _, d := range waiters {
+		d <- err
+	}
 }
 
 // pending is the open batch, collapsing rows with the same key.
 type pending struct {
 	rows     int
+	waiters  []chan<- error
 	b        Batch
 	sessions map[string]int
 	procs    map[string]int

@@ -226,3 +226,49 @@ func (g *gatedRecorder) Write(ctx context.Context, b Batch) error {
 	<-g.gate
 	return g.recorder.Write(ctx, b)
 }
+
+// TestWriterAddDurable: done hears nothing before the commit that wrote
+// the batch, then nil; a commit that fails hands the error to every waiter
+// of that batch.
+func TestWriterAddDurable(t *testing.T) {
+	var r recorder
+	w := NewWriter(&r, 1000, time.Hour)
+	defer w.Close()
+	ctx := context.Background()
+	done := make(chan error, 1)
+	if err := w.AddDurable(ctx, Batch{AuditRecords: []AuditRecord{{AuditID: "a", Stage: "ResponseComplete"}}}, done); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("done before any commit: %v", err)
+	default:
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil || len(r.sizes()) != 1 {
+		t.Fatalf("after the commit: done = %v, %d batches written", err, len(r.sizes()))
+	}
+
+	r.mu.Lock()
+	r.fail = errors.New("disk full")
+	r.mu.Unlock()
+	d1, d2 := make(chan error, 1), make(chan error, 1)
+	for _, d := range []chan error{d1, d2} {
+		if err := w.AddDurable(ctx, Batch{AuditRecords: []AuditRecord{{AuditID: "b", Stage: "ResponseComplete"}}}, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = w.Flush(ctx)
+	for i, d := range []chan error{d1, d2} {
+		if err := <-d; err == nil || !errors.Is(err, r.fail) {
+			t.Errorf("waiter %d of a failed commit: %v, want the write error", i, err)
+		}
+	}
+
+	empty := make(chan error, 1)
+	if err := w.AddDurable(ctx, Batch{}, empty); err != nil || <-empty != nil {
+		t.Error("an empty batch is not durable at once")
+	}
+}
