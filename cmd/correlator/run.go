@@ -196,6 +196,7 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 		}
 	}
 
+	rd := &readiness{store: writer}
 	runCtx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	goRun := func(name string, fn func(context.Context) error) {
@@ -233,7 +234,13 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 			return err
 		}
 		for _, s := range srcs {
-			goRun("auditlog", func(ctx context.Context) error { return s.Run(ctx, ag.AuditSink()) })
+			goRun("auditlog", func(ctx context.Context) error {
+				err := s.Run(ctx, ag.AuditSink())
+				if ctx.Err() == nil {
+					rd.sourceStopped(err) // a source that ends before shutdown is a failure
+				}
+				return err
+			})
 		}
 	}
 	// The webhook on the API listener takes the token file's first token,
@@ -248,17 +255,29 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 	}
 	handler := api.NewHandler(st, api.Config{Auth: auth, Webhook: wh,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
-		Ready:   func() error { return nil }}, log)
+		Ready:   rd.check}, log)
 	srv := api.NewServer(handler, api.ServerConfig{Addr: o.listen})
+	// Bind before saying "running": a taken port fails the start.
+	ln, err := srv.Listen()
+	if err != nil {
+		stop()
+		wg.Wait()
+		<-agentDone
+		writer.Close()
+		if disp != nil {
+			disp.Close()
+		}
+		return err
+	}
 	srvErr := make(chan error, 1)
 	go func() {
 		if o.tlsCert != "" {
-			srvErr <- srv.ListenAndServeTLS(o.tlsCert, o.tlsKey)
+			srvErr <- srv.ServeTLS(ln, o.tlsCert, o.tlsKey)
 		} else {
-			srvErr <- srv.ListenAndServe()
+			srvErr <- srv.Serve(ln)
 		}
 	}()
-	log.Info().Str("component", "run").Str("listen", o.listen).Bool("capture", probe != nil).Msg("correlator running")
+	log.Info().Str("component", "run").Str("listen", ln.Addr().String()).Bool("capture", probe != nil).Msg("correlator running")
 
 	select {
 	case <-ctx.Done():

@@ -97,6 +97,14 @@ func (s *Server) ListenAndServeTLS(certFile, keyFile string) error {
 	if err != nil {
 		return err
 	}
+	return s.ServeTLS(ln, certFile, keyFile)
+}
+
+// Listen binds Addr, so a caller can report the port bound before serving.
+func (s *Server) Listen() (net.Listener, error) { return s.listen(":http") }
+
+// ServeTLS serves HTTPS on ln, at most MaxConns connections at once.
+func (s *Server) ServeTLS(ln net.Listener, certFile, keyFile string) error {
 	return s.srv.ServeTLS(newLimitListener(ln, s.cfg.MaxConns), certFile, keyFile)
 }
 

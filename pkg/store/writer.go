@@ -32,6 +32,7 @@ type Writer struct {
 
 	batches, rows, dropped atomic.Int64
 	lastErr                atomic.Pointer[error]
+	health                 atomic.Pointer[error] // the latest commit's result
 }
 
 // item is one Add, or a flush marker when ack is set. done, when set,
@@ -235,9 +236,19 @@ func (w *Writer) commit(p *pending) {
 		w.batches.Add(1)
 		w.rows.Add(n)
 	}
+	w.health.Store(&err)
 	for _, d := range waiters {
 		d <- err
 	}
+}
+
+// Healthy returns the error of the latest commit, nil when it succeeded or
+// none was tried yet: readiness reports a store that cannot be written.
+func (w *Writer) Healthy() error {
+	if e := w.health.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 // pending is the open batch, collapsing rows with the same key.

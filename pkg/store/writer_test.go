@@ -250,6 +250,9 @@ func TestWriterAddDurable(t *testing.T) {
 	if err := <-done; err != nil || len(r.sizes()) != 1 {
 		t.Fatalf("after the commit: done = %v, %d batches written", err, len(r.sizes()))
 	}
+	if err := w.Healthy(); err != nil {
+		t.Errorf("Healthy after a good commit = %v", err)
+	}
 
 	r.mu.Lock()
 	r.fail = errors.New("disk full")
@@ -261,10 +264,24 @@ func TestWriterAddDurable(t *testing.T) {
 		}
 	}
 	_ = w.Flush(ctx)
+	if w.Healthy() == nil {
+		t.Error("Healthy after a failed commit = nil")
+	}
 	for i, d := range []chan error{d1, d2} {
 		if err := <-d; err == nil || !errors.Is(err, r.fail) {
 			t.Errorf("waiter %d of a failed commit: %v, want the write error", i, err)
 		}
+	}
+
+	r.mu.Lock()
+	r.fail = nil
+	r.mu.Unlock()
+	if err := w.Add(ctx, Batch{AuditRecords: []AuditRecord{{AuditID: "c", Stage: "ResponseComplete"}}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Flush(ctx)
+	if err := w.Healthy(); err != nil {
+		t.Errorf("Healthy after the store recovered = %v", err)
 	}
 
 	empty := make(chan error, 1)

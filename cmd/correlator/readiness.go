@@ -1,0 +1,38 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// readiness is what /readyz answers: the probes are attached before the
+// API listens at all, so it checks what can fail while running: the store
+// takes writes, and no audit source stopped.
+type readiness struct {
+	store interface{ Healthy() error }
+
+	mu      sync.Mutex
+	stopped error
+}
+
+// sourceStopped records an audit source that ended before shutdown.
+func (r *readiness) sourceStopped(err error) {
+	if err == nil {
+		err = errors.New("returned without an error")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped == nil {
+		r.stopped = fmt.Errorf("audit source stopped: %w", err)
+	}
+}
+
+func (r *readiness) check() error {
+	if err := r.store.Healthy(); err != nil {
+		return fmt.Errorf("store not writable: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopped
+}
