@@ -154,6 +154,7 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 		return err
 	}
 	writer := store.NewWriter(st, 1000, 200*time.Millisecond, store.WithCommitWhenIdle())
+	reg.MustRegister(store.NewWriterCollector(writer))
 	res, err := meta.New(meta.Config{PodMapPath: o.podMap, CRISocket: o.criSocket, CacheSize: 4096}, log, reg)
 	if err != nil {
 		return err

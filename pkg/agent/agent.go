@@ -76,6 +76,8 @@ type Agent struct {
 	latency prometheus.Histogram
 	queued  atomic.Int64
 
+	stats atomic.Pointer[join.Stats] // the run loop's latest snapshot, for scrapes
+
 	alerter       Alerter
 	outlet        AlertOutlet
 	alertFailures prometheus.Counter
@@ -108,7 +110,7 @@ func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus
 		o(a)
 	}
 	if reg != nil {
-		reg.MustRegister(a.events, a.latency, a.alertFailures)
+		reg.MustRegister(a.events, a.latency, a.alertFailures, newJoinCollector(&a.stats))
 		if a.lookup != nil {
 			reg.MustRegister(a.lookup.requests)
 		}
@@ -175,6 +177,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.handleAudit(ctx, b)
 		case <-tick.C:
 			a.emit(ctx, a.now(), a.joiner.Expire(a.now()))
+			a.publishStats()
 		case <-ctx.Done():
 			a.drain()
 			return nil

@@ -1,0 +1,67 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/store"
+)
+
+type nopSink struct{}
+
+func (nopSink) Add(context.Context, store.Batch) error { return nil }
+
+// TestJoinLossExported: processes the joiner sheds to stay within
+// MaxPending show in correlator_join_evicted_total, read from the run
+// loop's snapshot while the agent runs.
+func TestJoinLossExported(t *testing.T) {
+	cfg := Default()
+	cfg.ExpireEvery = 10 * time.Millisecond
+	cfg.Join.MaxPending = 2
+	reg := prometheus.NewPedanticRegistry()
+	a, err := New(cfg, staticMeta{}, nopSink{}, zerolog.Nop(), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); a.Run(ctx) }()
+	defer func() { cancel(); <-ran }()
+	for i := range 5 {
+		ev := capture.Event{Kind: capture.KindExec, Time: time.Now(), ProcessID: fmt.Sprintf("%d-1", 300+i),
+			PID: uint32(300 + i), PPID: 1, ContainerID: ctr, AuditID: fmt.Sprintf("0d8e6c1e-5b5c-4c55-9d7c-6a1f1f6e2f%02d", i),
+			Source: capture.SourceEnv}
+		if err := a.Process(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `
+# HELP correlator_join_evicted_total Entries the joiner dropped to stay within its bounds, by kind: processes, pending (expired early), records, exits (of unknown processes).
+# TYPE correlator_join_evicted_total counter
+correlator_join_evicted_total{kind="exits"} 0
+correlator_join_evicted_total{kind="pending"} 3
+correlator_join_evicted_total{kind="processes"} 0
+correlator_join_evicted_total{kind="records"} 0
+`
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := testutil.GatherAndCompare(reg, stringsReader(want), "correlator_join_evicted_total")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
