@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -182,6 +184,29 @@ func TestEndToEndAgentKilled(t *testing.T) {
 		}
 		return attributed(ps, carol.AuditID, "audit_id", "inherited")
 	})
+	// The dashboard's capture panels read counters run must feed.
+	resp, err := http.Get(second.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !regexp.MustCompile(`(?m)^correlator_capture_events_total\{kind="exec"\} [1-9]`).Match(body) {
+		t.Errorf("/metrics counts no decoded exec event:\n%s", grepLines(string(body), "correlator_capture_events_total"))
+	}
+	if !strings.Contains(string(body), "correlator_capture_decode_errors_total 0") {
+		t.Errorf("/metrics lacks the decode error counter:\n%s", grepLines(string(body), "decode_errors"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // process returns the stored process id in the e2e pod.

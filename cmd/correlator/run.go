@@ -185,12 +185,13 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 		}
 	}
 	var probe *capture.Probe
+	var col *capture.Collector
 	if !o.noCapture {
 		if probe, err = capture.Load(o.capture, log); err != nil {
 			return err
 		}
 		defer probe.Close()
-		col := capture.NewCollector(probe)
+		col = capture.NewCollector(probe)
 		reg.MustRegister(col)
 		if err := probe.Attach(); err != nil {
 			return err
@@ -225,7 +226,10 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 			ag.Process(runCtx, ev)
 		}
 		goRun("capture", func(ctx context.Context) error {
-			return probe.Run(ctx, func(ev capture.Event) { ag.Process(ctx, ev) }, nil)
+			return probe.Run(ctx, func(ev capture.Event) {
+				col.Observe(ev)
+				ag.Process(ctx, ev)
+			}, col.BadFrame)
 		})
 	}
 	if len(o.audit.logPaths) > 0 || o.audit.webhookListen != "" {
