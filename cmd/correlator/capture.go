@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,9 +15,8 @@ import (
 )
 
 func newCaptureCmd(g *globalOptions) *cobra.Command {
-	cfg := capture.Default()
+	cf := newCaptureFlags()
 	var (
-		noPin         bool
 		containerOnly bool
 		withIDOnly    bool
 	)
@@ -30,12 +28,9 @@ exec and exit: who the process is (processID, pid, argv, container), which
 exec session it belongs to (auditID, inherited through fork in the kernel),
 and any evidence of tampering (flags). It needs root and a BTF kernel.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if noPin {
-				cfg.PinPath = ""
-			}
 			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer cancel()
-			return runCapture(ctx, g, cfg, func(ev capture.Event) bool {
+			return runCapture(ctx, g, cf.config(), func(ev capture.Event) bool {
 				if containerOnly && ev.ContainerID == "" {
 					return false
 				}
@@ -44,14 +39,7 @@ and any evidence of tampering (flags). It needs root and a BTF kernel.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&cfg.Keys, "keys", cfg.Keys, "environment keys to capture; the first is the audit ID key")
-	f.Uint32Var(&cfg.ScanBudget, "scan-budget", cfg.ScanBudget, fmt.Sprintf("environment bytes scanned per exec (max %d)", capture.MaxScanBudget))
-	f.StringVar(&cfg.PinPath, "pin-path", cfg.PinPath, "bpffs directory that keeps session lineage across restarts")
-	f.BoolVar(&noPin, "no-pin", false, "do not pin the lineage map (state is lost on exit)")
-	f.Uint32Var(&cfg.RingBufferBytes, "ring-buffer-bytes", cfg.RingBufferBytes, "kernel ring buffer size (power of two)")
-	f.Uint32Var(&cfg.LineageEntries, "lineage-entries", cfg.LineageEntries, "maximum live processes tracked in sessions")
-	f.StringVar(&cfg.ProcRoot, "proc-root", cfg.ProcRoot, "path of the host's /proc")
-	f.DurationVar(&cfg.FlushInterval, "flush-interval", cfg.FlushInterval, "longest an event waits in the kernel ring before it is printed")
+	cf.add(f)
 	f.BoolVar(&containerOnly, "containers-only", false, "print only processes that run in a container")
 	f.BoolVar(&withIDOnly, "with-id-only", false, "print only processes that carry or claim an ID")
 	return cmd

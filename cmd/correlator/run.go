@@ -46,7 +46,7 @@ type runOptions struct {
 	retention      time.Duration
 	noCapture      bool
 	audit          auditSourceOptions
-	capture        capture.Config
+	capture        *captureFlags
 	agent          agent.Config
 	es             esOptions
 	alerts         alertOptions
@@ -55,7 +55,7 @@ type runOptions struct {
 }
 
 func newRunCmd(g *globalOptions) *cobra.Command {
-	o := &runOptions{capture: capture.Default(), agent: agent.Default()}
+	o := &runOptions{capture: newCaptureFlags(), agent: agent.Default()}
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the node agent: capture, audit sources, join, store, API and metrics",
@@ -94,9 +94,7 @@ func newRunCmd(g *globalOptions) *cobra.Command {
 	f.DurationVar(&o.retention, "retention", 30*24*time.Hour, "delete sessions and processes older than this")
 	f.BoolVar(&o.noCapture, "no-capture", false, "do not load the BPF probes (audit ingestion and API only)")
 	f.DurationVar(&o.agent.Join.PendingTTL, "pending-ttl", o.agent.Join.PendingTTL, "how long a process waits for its audit record")
-	f.StringSliceVar(&o.capture.Keys, "keys", o.capture.Keys, "environment keys to capture; the first is the audit ID key")
-	f.StringVar(&o.capture.PinPath, "pin-path", o.capture.PinPath, "bpffs directory that keeps session lineage across restarts")
-	f.StringVar(&o.capture.ProcRoot, "proc-root", o.capture.ProcRoot, "path of the host's /proc")
+	o.capture.add(f)
 	f.StringVar(&o.lookup, "audit-lookup", "", "ask this for audit records the node never saw: elasticsearch (with --es-url)")
 	f.StringVar(&o.lookupPattern, "audit-lookup-pattern", elasticsearch.ElasticAgentAuditPattern,
 		"Elastic Agent audit index pattern searched besides correlator's own (- for none)")
@@ -136,7 +134,7 @@ func (o *runOptions) validate() error {
 		errs = append(errs, fmt.Errorf("validating --retention %s: must be at least 1h", o.retention))
 	}
 	if !o.noCapture {
-		errs = append(errs, o.capture.Validate())
+		errs = append(errs, o.capture.config().Validate())
 	}
 	return errors.Join(errs...)
 }
@@ -187,7 +185,7 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 	var probe *capture.Probe
 	var col *capture.Collector
 	if !o.noCapture {
-		if probe, err = capture.Load(o.capture, log); err != nil {
+		if probe, err = capture.Load(o.capture.config(), log); err != nil {
 			return err
 		}
 		defer probe.Close()
