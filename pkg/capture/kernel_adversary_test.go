@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -308,5 +309,33 @@ func TestKernelAdversaryNestedNamespace(t *testing.T) {
 	}
 	if root.PIDNamespace == a.h.waitFor("the forger", func(e Event) bool { return a.in(e) && e.Filename == "/bin/forger" }).PIDNamespace {
 		t.Errorf("positive control: the forged root runs in the container's pid namespace, not a nested one")
+	}
+}
+
+// TestKernelSPOPrefix: the Security Profiles Operator sets its UID with an
+// `env SPO_EXEC_REQUEST_UID=… cmd` prefix, so the runtime's first program
+// sets it: root_indirect, which keeps SPO attribution. The same variable set
+// one fork later, by the container's own code, is not indirect.
+func TestKernelSPOPrefix(t *testing.T) {
+	a := newAdversary(t)
+	const spo = "SPO_EXEC_REQUEST_UID"
+	a.exec("/bin/env", spo+"=spo-uid-1", "/bin/sh", "-c", "/bin/echo spo-prefix; true")
+	root := a.h.waitFor("SPO root", func(e Event) bool { return a.in(e) && execWithArg("spo-prefix")(e) && e.Filename == "/bin/sh" })
+	kv := root.Keys[spo]
+	if kv.Value != "spo-uid-1" || kv.Source != SourceEnv || root.ExecOrigin != OriginRuntimeChild {
+		t.Errorf("SPO root: %+v origin %q, want spo-uid-1 from env, exec'd by the runtime's first program", kv, root.ExecOrigin)
+	}
+	for _, f := range []string{FlagRootUnverified, FlagRootIndirect} {
+		if !slices.Contains(kv.Flags, f) {
+			t.Errorf("SPO root flags %v lack %s", kv.Flags, f)
+		}
+	}
+	// Control: set from a forked child of the first program, it is inside.
+	a.exec("sh", "-c", "/bin/sh -c '"+spo+"=spo-uid-2 /bin/sh -c \"/bin/echo spo-child; true\"; true'; true")
+	child := a.h.waitFor("SPO set by a child", func(e Event) bool {
+		return a.in(e) && execWithArg("spo-child")(e) && e.Filename == "/bin/sh" && e.Keys[spo].Source == SourceEnv
+	})
+	if kv := child.Keys[spo]; slices.Contains(kv.Flags, FlagRootIndirect) || !slices.Contains(kv.Flags, FlagRootUnverified) || child.ExecOrigin != OriginInside {
+		t.Errorf("SPO set by the container's code: %+v origin %q, want root_unverified without root_indirect", kv, child.ExecOrigin)
 	}
 }
