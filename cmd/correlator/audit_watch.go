@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -55,6 +56,13 @@ func (o *auditSourceOptions) validateWebhook() error {
 	}
 	return fmt.Errorf("validating --audit-webhook-listen %q: %w: give --audit-webhook-token-file or --audit-webhook-client-ca, or listen on 127.0.0.1",
 		o.webhookListen, authn.ErrInsecureListener)
+}
+
+// apiWebhook is the webhook served on the API listener: the same body
+// bound as --audit-webhook-listen's, and tokens (nil: no authentication,
+// only with --insecure-no-auth).
+func (o *auditSourceOptions) apiWebhook(tokens auditlog.TokenChecker, sink auditlog.Sink, log zerolog.Logger, m *auditlog.Metrics) http.Handler {
+	return auditlog.NewWebhookHandler(auditlog.WebhookConfig{MaxBodyBytes: o.maxBody, Tokens: tokens}, sink, log, m)
 }
 
 // sources builds the configured audit sources.

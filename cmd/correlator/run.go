@@ -252,9 +252,9 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 	var wh http.Handler
 	switch {
 	case o.insecureNoAuth:
-		wh = auditlog.NewWebhookHandler(auditlog.WebhookConfig{}, ag.AuditSink(), log, am)
+		wh = o.audit.apiWebhook(nil, ag.AuditSink(), log, am)
 	case apiTokens != nil:
-		wh = auditlog.NewWebhookHandler(auditlog.WebhookConfig{Tokens: apiTokens.First()}, ag.AuditSink(), log, am)
+		wh = o.audit.apiWebhook(apiTokens.First(), ag.AuditSink(), log, am)
 	}
 	handler := api.NewHandler(st, api.Config{Auth: auth, Webhook: wh,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
