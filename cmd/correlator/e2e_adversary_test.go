@@ -251,14 +251,12 @@ func (a *e2eAgent) alerts(rule, processID string) []store.Alert {
 // waitAlert waits for an alert of rule about processID.
 func (a *e2eAgent) waitAlert(rule, processID string) store.Alert {
 	a.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if al := a.alerts(rule, processID); len(al) > 0 {
-			return al[0]
+	var got []store.Alert
+	testutil.EventuallyNil(a.t, func() error {
+		if got = a.alerts(rule, processID); len(got) > 0 {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("no %s alert for process %s\nagent log tail:\n%s", rule, processID, tail(a.stderr.String(), 3000))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("no %s alert for process %s\nagent log tail:\n%s", rule, processID, tail(a.stderr.String(), 3000))
+	})
+	return got[0]
 }

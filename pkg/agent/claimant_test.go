@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/alert"
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/capture"
@@ -125,13 +126,11 @@ func TestClaimantEvaluatedWithClaimedSession(t *testing.T) {
 	}
 }
 
-// waitFor flushes the writer until cond holds, or fails after 10s.
+// waitFor flushes the writer until cond holds.
 func waitFor(t *testing.T, w *store.Writer, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
+	testutil.Eventually(t, "the condition holds after a flush", func() bool {
 		w.Flush(context.Background())
-	}
+		return cond()
+	})
 }

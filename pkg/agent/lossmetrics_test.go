@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
+	tu "github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/store"
 )
@@ -51,17 +52,7 @@ correlator_join_evicted_total{kind="pending"} 3
 correlator_join_evicted_total{kind="processes"} 0
 correlator_join_evicted_total{kind="records"} 0
 `
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := testutil.GatherAndCompare(reg, stringsReader(want), "correlator_join_evicted_total")
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	tu.EventuallyNil(t, func() error {
+		return testutil.GatherAndCompare(reg, strings.NewReader(want), "correlator_join_evicted_total")
+	})
 }
-
-func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }

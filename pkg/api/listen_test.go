@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/execid/correlator/internal/testutil"
 )
 
 // serve starts a Server on a loopback port and returns its address.
@@ -208,11 +210,5 @@ func TestLimitListenerManyClients(t *testing.T) {
 	}
 	// Slots come back as the server side closes; at most the one a pending
 	// Accept holds stays taken.
-	deadline := time.Now().Add(10 * time.Second)
-	for ln.open() > 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d slots still held after every connection closed", ln.open())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, "every slot but a pending Accept's comes back", func() bool { return ln.open() <= 1 })
 }

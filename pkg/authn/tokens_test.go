@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/internal/testutil"
 )
 
 const (
@@ -91,18 +93,6 @@ func write(t *testing.T, path, body string, mode fs.FileMode) {
 	}
 }
 
-// eventually polls cond until it holds or a deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestFileRotation: a rewritten file and a swapped one (a Kubernetes
 // Secret update) take effect; the old token is refused afterwards.
 func TestFileRotation(t *testing.T) {
@@ -123,7 +113,7 @@ func TestFileRotation(t *testing.T) {
 	}
 	// Rewritten in place.
 	write(t, path, tokC+"\n", 0o600)
-	eventually(t, "the old token is refused", func() bool { return !f.Accepts(tokA) })
+	testutil.Eventually(t, "the old token is refused", func() bool { return !f.Accepts(tokA) })
 	if !f.Accepts(tokC) || f.Accepts(tokB) {
 		t.Error("rotated file: new token refused or old accepted")
 	}
@@ -135,7 +125,7 @@ func TestFileRotation(t *testing.T) {
 	if err := os.Rename(next, path); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the swapped file is in force", func() bool { return !f.Accepts(tokC) })
+	testutil.Eventually(t, "the swapped file is in force", func() bool { return !f.Accepts(tokC) })
 	if !f.First().Accepts(strings.Repeat("d", len(tokC))) {
 		t.Error("swapped file's token refused")
 	}
@@ -157,9 +147,9 @@ func TestFileFailsClosed(t *testing.T) {
 		func() { os.Remove(path) },
 	} {
 		broken()
-		eventually(t, "the broken file refuses", func() bool { return !f.Accepts(tokA) && f.Err() != nil })
+		testutil.Eventually(t, "the broken file refuses", func() bool { return !f.Accepts(tokA) && f.Err() != nil })
 		write(t, path, tokA+"\n", 0o600)
-		eventually(t, "the fixed file accepts", func() bool { return f.Accepts(tokA) })
+		testutil.Eventually(t, "the fixed file accepts", func() bool { return f.Accepts(tokA) })
 	}
 	if strings.Contains(logs.String(), tokA) {
 		t.Errorf("a token reached the log: %s", logs.String())

@@ -1,0 +1,41 @@
+package testutil
+
+import (
+	"testing"
+	"time"
+)
+
+// EventuallyBound only stops a broken test from hanging: waits end when
+// their condition holds, so a busy machine makes them slower, never red.
+const EventuallyBound = 60 * time.Second
+
+// Eventually polls cond until it holds, failing the test with what if it
+// has not after EventuallyBound. Nothing is timed: the poll interval only
+// paces the checks.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(EventuallyBound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// EventuallyNil polls check until it returns nil, failing the test with its
+// last error if it has not after EventuallyBound.
+func EventuallyNil(t testing.TB, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(EventuallyBound)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
