@@ -236,10 +236,7 @@ func (a *Agent) handleAudit(ctx context.Context, b auditBatch) {
 	}
 	// The stages themselves, kept as evidence beside the session; the
 	// source hears back only when they are durable.
-	done := b.done
-	if done == nil {
-		done = make(chan error, 1)
-	}
+	done := b.done // AuditSink always sets it, with room for the answer
 	if len(raw) == 0 {
 		done <- nil // nothing new: duplicates, or stages already held
 		return

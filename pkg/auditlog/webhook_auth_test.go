@@ -3,7 +3,6 @@ package auditlog
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -73,21 +72,8 @@ func TestWebhookTokenRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	col := newCollector()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ws.Serve(ctx, ln, col.sink) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	url, c := "http://"+ln.Addr().String()+"/", &http.Client{Timeout: 10 * time.Second}
+	addr, _ := serveWebhook(t, ws)
+	url, c := "http://"+addr+"/", &http.Client{Timeout: 10 * time.Second}
 	body := eventList(stageLine("rot", StageResponseStarted))
 	if code := post(t, c, url, oldTok, body); code != http.StatusOK {
 		t.Fatalf("old token before rotation: %d", code)

@@ -171,20 +171,7 @@ func TestWebhookClientCert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	col := newCollector()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ws.Serve(ctx, ln, col.sink) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	addr, col := serveWebhook(t, ws)
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
 	client := func(cert *tls.Certificate) *http.Client {
@@ -194,7 +181,7 @@ func TestWebhookClientCert(t *testing.T) {
 		}
 		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
 	}
-	url := "https://" + ln.Addr().String() + "/"
+	url := "https://" + addr + "/"
 	good, _ := leaf(t, ca, caKey, "kube-apiserver", false)
 	if code := post(t, client(&good), url, "", eventList(stageLine("tls", StageResponseStarted))); code != 200 || col.count() != 1 {
 		t.Fatalf("with a good client cert: %d, %d events", code, col.count())
@@ -250,4 +237,25 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// serveWebhook runs ws on a loopback port until the test ends, and returns
+// its address and the collector its sink feeds.
+func serveWebhook(t *testing.T, ws *WebhookServer) (string, *collector) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := newCollector()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ws.Serve(ctx, ln, col.sink) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return ln.Addr().String(), col
 }
