@@ -113,10 +113,18 @@ func (r ExecRequest) LogLines() []byte {
 }
 
 // EventList returns the events as one webhook POST body.
-func (r ExecRequest) EventList() []byte {
+func (r ExecRequest) EventList() []byte { return EventListOf(r) }
+
+// EventListOf returns every request's events as one webhook POST body, as
+// kube-apiserver's batching webhook backend sends them.
+func EventListOf(reqs ...ExecRequest) []byte {
+	var items []auditv1.Event
+	for _, r := range reqs {
+		items = append(items, r.Events()...)
+	}
 	b, err := json.Marshal(auditv1.EventList{
 		TypeMeta: metav1.TypeMeta{Kind: "EventList", APIVersion: "audit.k8s.io/v1"},
-		Items:    r.Events(),
+		Items:    items,
 	})
 	if err != nil {
 		panic(err)

@@ -1,12 +1,10 @@
 package testutil
 
 import (
-	"context"
 	"errors"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestForger runs every forger mode inside a runc container, as the
@@ -14,21 +12,19 @@ import (
 func TestForger(t *testing.T) {
 	t.Parallel()
 	c := NewContainer(t, ContainerConfig{Files: map[string]string{"/bin/forger": BuildForger(t)}})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	own, borrowed := auditKey+"="+RandomUUID(), auditKey+"="+RandomUUID()
 	// environ lists the exec'd shell's own environ, in execve order.
 	const environ = `cat /proc/$$/environ | tr "\0" "\n"`
 
 	t.Run("reexec", func(t *testing.T) {
-		out := forgerExec(ctx, t, c, 0, own, "reexec", borrowed, "/bin/sh", "-c", environ)
+		out := forgerExec(t, c, 0, own, "reexec", borrowed, "/bin/sh", "-c", environ)
 		if env := keyLines(out); len(env) != 1 || env[0] != borrowed {
 			t.Fatalf("reexec KEY=VAL: want only %q, got %q", borrowed, env)
 		}
 		if env := envLines([]byte(out)); env[len(env)-1] != borrowed {
 			t.Fatalf("reexec KEY=VAL: key not last: %q", env)
 		}
-		out = forgerExec(ctx, t, c, 0, own, "reexec", "+"+borrowed, "/bin/sh", "-c", environ)
+		out = forgerExec(t, c, 0, own, "reexec", "+"+borrowed, "/bin/sh", "-c", environ)
 		if env := keyLines(out); strings.Join(env, ",") != own+","+borrowed {
 			t.Fatalf("reexec +KEY=VAL: want %q then %q, got %q", own, borrowed, env)
 		}
@@ -39,7 +35,7 @@ func TestForger(t *testing.T) {
 		// program exec'd from its second thread must keep that PID.
 		script := `/bin/forger thread-exec ` + borrowed + ` /bin/sh -c 'echo exec $$; ` + environ + `' &
 echo forger $!; wait $!`
-		out := forgerExec(ctx, t, c, 0, own, "/bin/sh", "-c", script)
+		out := forgerExec(t, c, 0, own, "/bin/sh", "-c", script)
 		forger, execPID := field(out, "forger"), field(out, "exec")
 		if forger == "" || forger != execPID {
 			t.Fatalf("thread-exec: forger pid %q, exec'd pid %q, want equal; output:\n%s", forger, execPID, out)
@@ -48,7 +44,7 @@ echo forger $!; wait $!`
 			t.Fatalf("thread-exec KEY=VAL: want only %q, got %q", borrowed, env)
 		}
 		key, _, _ := strings.Cut(own, "=")
-		out = forgerExec(ctx, t, c, 0, own, "thread-exec", "-"+key, "/bin/env")
+		out = forgerExec(t, c, 0, own, "thread-exec", "-"+key, "/bin/env")
 		if env := keyLines(out); len(env) != 0 {
 			t.Fatalf("thread-exec -KEY: key still set: %q", env)
 		}
@@ -61,7 +57,7 @@ echo forger $!; wait $!`
 		script := `mkfifo /tmp/cp
 /bin/forger clone-parent ` + borrowed + ` /bin/sh -c '{ echo child $$ $PPID; ` + environ + `; } >/tmp/cp' &
 f=$!; wait $f; echo forger $f $?; echo sh $$; cat /tmp/cp`
-		out := forgerExec(ctx, t, c, 0, own, "/bin/sh", "-c", script)
+		out := forgerExec(t, c, 0, own, "/bin/sh", "-c", script)
 		forger, sh, child := fields(out, "forger"), field(out, "sh"), fields(out, "child")
 		if len(forger) != 2 || forger[1] != "0" || len(child) != 2 {
 			t.Fatalf("clone-parent: forger %q, child %q; output:\n%s", forger, child, out)
@@ -73,7 +69,7 @@ f=$!; wait $f; echo forger $f $?; echo sh $$; cat /tmp/cp`
 		if env := keyLines(out); len(env) != 1 || env[0] != borrowed {
 			t.Fatalf("clone-parent KEY=VAL: want only %q, got %q", borrowed, env)
 		}
-		out = forgerExec(ctx, t, c, ForgerExitExec, own, "clone-parent", borrowed, "/nonexistent")
+		out = forgerExec(t, c, ForgerExitExec, own, "clone-parent", borrowed, "/nonexistent")
 		if !strings.Contains(out, "executing /nonexistent in clone-parent child") {
 			t.Fatalf("clone-parent of a missing program: %q", out)
 		}
@@ -82,31 +78,31 @@ f=$!; wait $f; echo forger $f $?; echo sh $$; cat /tmp/cp`
 	t.Run("steal", func(t *testing.T) {
 		// The victim is another exec session's process, left running. It
 		// must not hold the session's stdout: runc exec waits for that.
-		out := forgerExec(ctx, t, c, 0, borrowed, "/bin/sh", "-c", "/bin/sleep 1000 >/dev/null 2>&1 & echo victim $!")
+		out := forgerExec(t, c, 0, borrowed, "/bin/sh", "-c", "/bin/sleep 1000 >/dev/null 2>&1 & echo victim $!")
 		victim := field(out, "victim")
 		if victim == "" {
 			t.Fatalf("starting victim: %q", out)
 		}
 		// $! is the forked shell: wait until it has exec'd sleep.
-		waitFor(ctx, t, "victim exec'd /bin/sleep", func() bool {
-			out, err := c.Exec(ctx, []string{"/bin/cat", "/proc/" + victim + "/cmdline"})
+		Eventually(t, "victim exec'd /bin/sleep", func() bool {
+			out, err := c.Exec(execCtx(t), []string{"/bin/cat", "/proc/" + victim + "/cmdline"})
 			return err == nil && strings.HasPrefix(string(out), "/bin/sleep\x00")
 		})
 		key, _, _ := strings.Cut(own, "=")
-		out = forgerExec(ctx, t, c, 0, own, "steal", victim, key, "/bin/sh", "-c", environ)
+		out = forgerExec(t, c, 0, own, "steal", victim, key, "/bin/sh", "-c", environ)
 		if env := keyLines(out); len(env) != 1 || env[0] != borrowed {
 			t.Fatalf("steal: want only %q, got %q", borrowed, env)
 		}
-		out = forgerExec(ctx, t, c, ForgerExitNoKey, own, "steal", victim, "NO_SUCH_KEY", "/bin/true")
+		out = forgerExec(t, c, ForgerExitNoKey, own, "steal", victim, "NO_SUCH_KEY", "/bin/true")
 		if !strings.Contains(out, "NO_SUCH_KEY not in /proc/"+victim+"/environ") {
 			t.Fatalf("steal of a missing key: %q", out)
 		}
-		forgerExec(ctx, t, c, ForgerExitProc, own, "steal", "999999", key, "/bin/true")
+		forgerExec(t, c, ForgerExitProc, own, "steal", "999999", key, "/bin/true")
 	})
 
 	t.Run("usage", func(t *testing.T) {
 		for _, args := range [][]string{{"bogus"}, {"reexec"}, {"reexec", "=x", "/bin/true"}, {"steal", "x", "K", "/bin/true"}} {
-			out := forgerExec(ctx, t, c, ForgerExitUsage, own, args...)
+			out := forgerExec(t, c, ForgerExitUsage, own, args...)
 			if !strings.Contains(out, "usage: forger") {
 				t.Errorf("forger %q: no usage text: %q", args, out)
 			}
@@ -116,12 +112,12 @@ f=$!; wait $f; echo forger $f $?; echo sh $$; cat /tmp/cp`
 
 // forgerExec runs /bin/forger args (or args itself when args[0] is a path)
 // in c with the exec session env kv, and checks its exit status.
-func forgerExec(ctx context.Context, t *testing.T, c *Container, wantExit int, kv string, args ...string) string {
+func forgerExec(t *testing.T, c *Container, wantExit int, kv string, args ...string) string {
 	t.Helper()
 	if !strings.HasPrefix(args[0], "/") {
 		args = append([]string{"/bin/forger"}, args...)
 	}
-	out, err := c.Exec(ctx, args, kv)
+	out, err := c.Exec(execCtx(t), args, kv)
 	exit := 0
 	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		exit = ee.ExitCode()
@@ -161,18 +157,4 @@ func field(out, tag string) string {
 		return f[0]
 	}
 	return ""
-}
-
-// waitFor polls cond until it holds, failing the test at ctx's deadline.
-func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-tick.C:
-		}
-	}
 }

@@ -252,7 +252,7 @@ func (c *Container) Destroy() error {
 	var errs []error
 	if c.initPID > 0 {
 		_ = exec.Command(c.runc, "--root", c.StateRoot, "kill", c.ID, "KILL").Run()
-		c.waitStopped(5 * time.Second)
+		c.waitStopped(EventuallyBound)
 	}
 	if out, err := exec.Command(c.runc, "--root", c.StateRoot, "delete", "-f", c.ID).CombinedOutput(); err != nil &&
 		!strings.Contains(string(out), "does not exist") {
@@ -313,11 +313,12 @@ func removeCgroups(cgroupPath string) error {
 }
 
 // rmdirRetry retries EBUSY on the container's own cgroup: killed tasks
-// leave the cgroup asynchronously.
+// leave the cgroup asynchronously, later on a busy machine.
 func rmdirRetry(dir string, retry bool) error {
-	for i := 0; ; i++ {
+	deadline := time.Now().Add(EventuallyBound)
+	for {
 		err := unix.Rmdir(dir)
-		if err == nil || !retry || !errors.Is(err, unix.EBUSY) || i >= 50 {
+		if err == nil || !retry || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
 			return err
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 const auditKey = "KUBERNETES_EXEC_AUDIT_ID"
@@ -45,6 +44,14 @@ func TestMounts(t *testing.T) {
 	}
 }
 
+// execCtx bounds one exec, which should simply complete: the bound only
+// stops a hang, so a busy machine makes the exec slower, never red.
+func execCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), EventuallyBound)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func envLines(out []byte) []string {
 	var env []string
 	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -58,8 +65,6 @@ func envLines(out []byte) []string {
 func TestContainerExec(t *testing.T) {
 	t.Parallel()
 	c := NewContainer(t, ContainerConfig{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 
 	auditID := RandomUUID()
 	// The shell re-exports its variables in hash order, so the env order that
@@ -68,7 +73,7 @@ func TestContainerExec(t *testing.T) {
 	// pipe: a redirect on the last command would be opened by the shell and
 	// then read by tr after sh exec'd into it, when the old mm is gone.
 	script := "echo $" + auditKey + `; cat /proc/$$/environ | tr '\0' '\n'`
-	out, err := c.Exec(ctx, []string{"sh", "-c", script}, auditKey+"="+auditID)
+	out, err := c.Exec(execCtx(t), []string{"sh", "-c", script}, auditKey+"="+auditID)
 	if err != nil {
 		t.Fatalf("Exec: %v: %s", err, out)
 	}
@@ -84,7 +89,7 @@ func TestContainerExec(t *testing.T) {
 
 	// KEP order: the key first, then the baseline.
 	first := append([]string{auditKey + "=" + auditID}, c.Env...)
-	out, err = c.ExecProcess(ctx, first, []string{"/bin/env"})
+	out, err = c.ExecProcess(execCtx(t), first, []string{"/bin/env"})
 	if err != nil {
 		t.Fatalf("ExecProcess: %v: %s", err, out)
 	}
@@ -94,7 +99,7 @@ func TestContainerExec(t *testing.T) {
 
 	// The key in the middle.
 	middle := []string{"PATH=/bin", auditKey + "=" + auditID, "HOSTNAME=x", "HOME=/"}
-	out, err = c.ExecProcess(ctx, middle, []string{"/bin/env"})
+	out, err = c.ExecProcess(execCtx(t), middle, []string{"/bin/env"})
 	if err != nil {
 		t.Fatalf("ExecProcess: %v: %s", err, out)
 	}
@@ -103,13 +108,13 @@ func TestContainerExec(t *testing.T) {
 	}
 
 	// Without HOME, runc appends HOME=<passwd home> at the end of the env.
-	out, err = c.ExecProcess(ctx, []string{"PATH=/bin"}, []string{"/bin/env"})
+	out, err = c.ExecProcess(execCtx(t), []string{"PATH=/bin"}, []string{"/bin/env"})
 	if got := strings.Join(envLines(out), ","); err != nil || got != "PATH=/bin,HOME=/root" {
 		t.Fatalf("ExecProcess without HOME: err=%v env=%q", err, got)
 	}
 
 	// A failing command reports its exit status and still returns output.
-	out, err = c.Exec(ctx, []string{"sh", "-c", "echo oops >&2; exit 3"})
+	out, err = c.Exec(execCtx(t), []string{"sh", "-c", "echo oops >&2; exit 3"})
 	if err == nil || !strings.Contains(string(out), "oops") {
 		t.Fatalf("Exec of failing command: err=%v out=%q", err, out)
 	}
@@ -148,9 +153,7 @@ func TestContainerCgroupPlacement(t *testing.T) {
 
 	// An exec'd process lands in the same cgroups; the child is a sh that
 	// reports its own host-visible cgroup file.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := c.Exec(ctx, []string{"cat", "/proc/self/cgroup"})
+	out, err := c.Exec(execCtx(t), []string{"cat", "/proc/self/cgroup"})
 	if err != nil {
 		t.Fatalf("Exec: %v: %s", err, out)
 	}
@@ -170,10 +173,8 @@ func TestContainerCleanup(t *testing.T) {
 		if cs[0].ID == cs[1].ID || cs[0].StateRoot == cs[1].StateRoot || cs[0].InitPID() == cs[1].InitPID() {
 			t.Fatalf("containers share identity: %+v %+v", cs[0], cs[1])
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
 		for _, c := range cs {
-			out, err := c.Exec(ctx, []string{"hostname"})
+			out, err := c.Exec(execCtx(t), []string{"hostname"})
 			if err != nil {
 				t.Fatalf("Exec: %v: %s", err, out)
 			}

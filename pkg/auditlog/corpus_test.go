@@ -8,17 +8,15 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/internal/testutil"
 )
 
-// corpusDir holds public samples beside the repository, never copied in.
-const corpusDir = "../../../shared/corpora/audit"
-
+// corpus is a file of the public audit corpus, which lives beside the
+// repository and is never copied in.
 func corpus(t *testing.T, rel string) string {
 	t.Helper()
-	if _, err := os.Stat(corpusDir); os.IsNotExist(err) {
-		t.Skipf("public corpus %s absent", corpusDir)
-	}
-	return filepath.Join(corpusDir, rel)
+	return filepath.Join(testutil.AuditCorpus(t), rel)
 }
 
 func onlyRecord(t *testing.T, path string) ExecRecord {

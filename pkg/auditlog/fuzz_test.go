@@ -2,12 +2,18 @@ package auditlog
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 )
 
@@ -122,6 +128,55 @@ func FuzzParseTime(f *testing.F) {
 		back, err := parseTime([]byte(v.Format(time.RFC3339Nano)))
 		if err != nil || !back.Equal(v) {
 			t.Fatalf("%q -> %v does not round-trip: %v %v", s, v, back, err)
+		}
+	})
+}
+
+// FuzzWebhookBody drives the webhook handler with any body under any
+// Content-Encoding: it never panics, answers only what the contract allows
+// (the sink here always accepts), inflates nothing past the bound, and
+// counts every request once and every refusal once.
+func FuzzWebhookBody(f *testing.F) {
+	f.Add([]byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":[]}`), "")
+	f.Add([]byte{0x1f, 0x8b, 0x08, 0x00}, "gzip")
+	f.Add([]byte("not json"), "br")
+	const maxBody = 16 << 10
+	f.Fuzz(func(t *testing.T, body []byte, encoding string) {
+		m, err := NewMetrics(prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var taken int
+		sink := func(_ context.Context, evs []Event) error { taken += len(evs); return nil }
+		h := NewWebhookHandler(WebhookConfig{MaxBodyBytes: maxBody, MaxLineBytes: 1 << 20}, sink, zerolog.Nop(), m)
+		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		req.Header.Set("Content-Encoding", encoding)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		switch code := rec.Code; code {
+		case http.StatusOK:
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+			if taken != 0 {
+				t.Fatalf("%d after the sink took %d events", code, taken)
+			}
+			if !json.Valid(rec.Body.Bytes()) {
+				t.Fatalf("%d with a body that is not JSON: %q", code, rec.Body.String())
+			}
+		default:
+			t.Fatalf("status %d", code)
+		}
+		if len(body) > maxBody && rec.Code != http.StatusRequestEntityTooLarge && rec.Code != http.StatusUnsupportedMediaType {
+			t.Fatalf("a %d-byte body over the %d bound answered %d", len(body), maxBody, rec.Code)
+		}
+		var requests, refused float64
+		for _, r := range []string{resultOK, resultBadRequest, resultTooLarge, resultUnsupported} {
+			requests += promtest.ToFloat64(m.webhookRequests.WithLabelValues(r))
+		}
+		for _, r := range refusalReasons {
+			refused += promtest.ToFloat64(m.webhookRefused.WithLabelValues(r))
+		}
+		if requests != 1 || refused != map[bool]float64{true: 1}[rec.Code != http.StatusOK] {
+			t.Fatalf("status %d counted as %v requests, %v refusals", rec.Code, requests, refused)
 		}
 	})
 }

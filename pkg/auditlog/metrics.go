@@ -7,6 +7,8 @@ type Metrics struct {
 	recordsRead     *prometheus.CounterVec
 	recordsSkipped  *prometheus.CounterVec
 	webhookRequests *prometheus.CounterVec
+	webhookRefused  *prometheus.CounterVec
+	tailGaps        *prometheus.CounterVec
 	tailLag         *prometheus.GaugeVec
 }
 
@@ -25,12 +27,20 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "correlator_audit_webhook_requests_total",
 			Help: "Audit webhook requests, by result.",
 		}, []string{"result"}),
+		webhookRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "correlator_audit_webhook_refused_total",
+			Help: "Audit webhook deliveries answered with an error, so not taken in, by reason.",
+		}, []string{"reason"}),
+		tailGaps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "correlator_audit_tail_gaps_total",
+			Help: "Places where the audit log tailer could not read records written to a file, by reason; each gap may hold any number of records.",
+		}, []string{"reason"}),
 		tailLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "correlator_audit_tail_lag_bytes",
 			Help: "Bytes of the audit log file not yet read, by path.",
 		}, []string{"path"}),
 	}
-	for _, c := range []prometheus.Collector{m.recordsRead, m.recordsSkipped, m.webhookRequests, m.tailLag} {
+	for _, c := range []prometheus.Collector{m.recordsRead, m.recordsSkipped, m.webhookRequests, m.webhookRefused, m.tailGaps, m.tailLag} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -38,6 +48,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	// Pre-create the fixed label sets so dashboards see zeros.
 	for _, r := range Reasons() {
 		m.recordsSkipped.WithLabelValues(r.String())
+	}
+	for _, r := range refusalReasons {
+		m.webhookRefused.WithLabelValues(r)
+	}
+	for _, r := range gapReasons {
+		m.tailGaps.WithLabelValues(r)
 	}
 	return m, nil
 }
@@ -57,6 +73,18 @@ func (m *Metrics) skipped(r Reason) {
 func (m *Metrics) webhook(result string) {
 	if m != nil {
 		m.webhookRequests.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *Metrics) refused(reason string) {
+	if m != nil {
+		m.webhookRefused.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) gap(reason string) {
+	if m != nil {
+		m.tailGaps.WithLabelValues(reason).Inc()
 	}
 }
 

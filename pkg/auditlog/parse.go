@@ -7,8 +7,12 @@ import (
 	"io"
 )
 
-// DefaultMaxLineBytes bounds one line or one CRI-reassembled record.
-const DefaultMaxLineBytes = 64 << 20
+// DefaultMaxLineBytes bounds one line or one CRI-reassembled record. Events
+// are usually a few KiB and the apiserver splits webhook batches at 10 MiB,
+// so a longer line is garbage or an abuse; a 50 MB exec line decoded whole
+// once took an agent to 712 MB RSS. Longer lines are streamed past, never
+// buffered, and counted as skipped (too_large).
+const DefaultMaxLineBytes = 4 << 20
 
 // maxNesting bounds envelopes inside envelopes (array of EventLists, ...).
 const maxNesting = 4

@@ -91,13 +91,15 @@ type follower struct {
 	p    *Parser
 	log  zerolog.Logger
 
-	f   *os.File
-	ino uint64
-	off int64 // offset of the first byte not yet accepted
-	br  *bufio.Reader
-	lr  *lineReader
-	cp  checkpoint
-	acc accounter
+	f       *os.File
+	ino     uint64
+	off     int64    // offset of the first byte not yet accepted
+	head    fileHead // of headBuf: the bytes of f read so far, up to headBytes
+	headBuf []byte
+	br      *bufio.Reader
+	lr      *lineReader
+	cp      checkpoint
+	acc     accounter
 }
 
 func (f *follower) run(ctx context.Context) error {
@@ -111,6 +113,9 @@ func (f *follower) run(ctx context.Context) error {
 		}
 	}()
 	for {
+		if err := f.checkTruncated(ctx); err != nil {
+			return err
+		}
 		n, err := f.drain(ctx)
 		if err != nil {
 			return err
@@ -163,7 +168,7 @@ func (f *follower) start(ctx context.Context) error {
 	}
 	if found && cp.Inode != ino {
 		// Rotated while we were down.
-		if err := f.catchUp(ctx, cp.Inode, cp.Offset, ino); err != nil {
+		if err := f.catchUp(ctx, cp.Inode, cp.Offset, ino, false); err != nil {
 			file.Close()
 			return err
 		}
@@ -171,9 +176,19 @@ func (f *follower) start(ctx context.Context) error {
 	}
 	f.use(file, ino, 0)
 	if found && cp.Inode == ino {
-		if st, err := file.Stat(); err == nil && st.Size() >= cp.Offset {
+		if st, err := file.Stat(); err == nil && st.Size() >= cp.Offset && cp.matches(file) {
 			f.seek(cp.Offset)
+			f.resumeHead(cp.Offset)
+			return nil
 		}
+		// Truncated while we were down, perhaps written past the old
+		// offset again since: the fingerprint tells.
+		f.log.Info().Int64("offset", cp.Offset).Msg("audit log truncated while stopped; reading from the start")
+		if err := f.recoverTruncated(ctx, cp.Offset, cp.fileHead); err != nil {
+			return err
+		}
+		f.cp.Offset, f.cp.fileHead = 0, fileHead{}
+		return f.saveCheckpoint()
 	}
 	return nil
 }
@@ -201,6 +216,7 @@ func (f *follower) use(file *os.File, ino uint64, off int64) {
 		f.f.Close()
 	}
 	f.f, f.ino = file, ino
+	f.resetHead()
 	f.br = bufio.NewReaderSize(file, readBufferSize)
 	f.lr = newLineReader(f.br, f.t.cfg.MaxLineBytes)
 	f.seek(off)
@@ -234,6 +250,7 @@ func (f *follower) drain(ctx context.Context) (int, error) {
 				return total, fmt.Errorf("reading %s: %w", f.path, err)
 			}
 			lines++
+			f.growHead(line, tooLarge)
 			f.off += f.lr.n
 			if tooLarge {
 				f.p.SkipTooLarge()
@@ -262,7 +279,7 @@ func (f *follower) deliver(ctx context.Context, batch []Event) error {
 	if err := f.send(ctx, batch); err != nil {
 		return err
 	}
-	f.cp.Inode, f.cp.Offset = f.ino, f.off
+	f.cp.Inode, f.cp.Offset, f.cp.fileHead = f.ino, f.off, f.head
 	return f.saveCheckpoint()
 }
 
@@ -296,8 +313,8 @@ func (f *follower) send(ctx context.Context, batch []Event) error {
 
 // checkRotation is called at EOF. A new inode under the name means
 // lumberjack renamed the file away: the old descriptor has been read to its
-// end (rotation happens between writes), so switch. A shorter file with the
-// same inode means copytruncate: start over.
+// end (rotation happens between writes), so switch. Truncation in place
+// (copytruncate) is checkTruncated's business.
 func (f *follower) checkRotation(ctx context.Context) (bool, error) {
 	st, err := os.Stat(f.path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -319,19 +336,13 @@ func (f *follower) checkRotation(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		// Several rotations may have happened since the last poll.
-		if err := f.catchUp(ctx, f.ino, f.off, ino); err != nil {
+		if err := f.catchUp(ctx, f.ino, f.off, ino, true); err != nil {
 			file.Close()
 			return false, err
 		}
 		f.log.Info().Msg("audit log rotated; following the new file")
 		f.use(file, ino, 0)
-		f.cp.Inode, f.cp.Offset = ino, 0
-		return true, f.saveCheckpoint()
-	}
-	if st.Size() < f.off {
-		f.log.Info().Int64("size", st.Size()).Int64("offset", f.off).Msg("audit log truncated; reading from the start")
-		f.seek(0)
-		f.cp.Offset = 0
+		f.cp.Inode, f.cp.Offset, f.cp.fileHead = ino, 0, fileHead{}
 		return true, f.saveCheckpoint()
 	}
 	return false, nil
@@ -340,12 +351,18 @@ func (f *follower) checkRotation(ctx context.Context) (bool, error) {
 // catchUp reads, after a rotation, the rest of the file that had inode
 // oldIno from oldOff and then every file rotated after it, up to the live
 // file liveIno. If the old file is gone or already compressed its position
-// in the sequence is unknown and what it lacked is lost (logged).
-func (f *follower) catchUp(ctx context.Context, oldIno uint64, oldOff int64, liveIno uint64) error {
+// in the sequence is unknown. drained says its open descriptor was already
+// read to the end; otherwise (a restart) what it lacked is lost, and counted.
+func (f *follower) catchUp(ctx context.Context, oldIno uint64, oldOff int64, liveIno uint64, drained bool) error {
 	siblings := rotatedSiblings(f.path)
 	old := findByInode(siblings, oldIno)
+	if old == "" && drained {
+		f.log.Warn().Msg("rotated file is gone or compressed; files rotated after it, if any, are not read")
+		return nil
+	}
 	if old == "" {
-		f.log.Warn().Msg("rotated file is gone or compressed; records appended to it after the last read are not read")
+		f.t.metrics.gap(gapRotatedGone)
+		f.log.Warn().Int64("offset", oldOff).Msg("rotated file is gone or compressed; records appended to it after the checkpoint are lost")
 		return nil
 	}
 	for _, name := range siblings[slices.Index(siblings, old):] {

@@ -17,11 +17,13 @@ import (
 
 // checkpoint is what a restarted tailer needs to neither lose nor repeat
 // records: the live file's identity and the offset after the last line the
-// sink accepted, plus the rotated files already read as backlog.
+// sink accepted, the fingerprint of its start (to find its copy after a
+// copytruncate), plus the rotated files already read as backlog.
 type checkpoint struct {
-	Path    string   `json:"path"`
-	Inode   uint64   `json:"inode"`
-	Offset  int64    `json:"offset"`
+	Path   string `json:"path"`
+	Inode  uint64 `json:"inode"`
+	Offset int64  `json:"offset"`
+	fileHead
 	Backlog []string `json:"backlogDone,omitempty"`
 }
 
@@ -194,18 +196,32 @@ func (f *follower) readRotated(ctx context.Context, name string, off int64) erro
 		return fmt.Errorf("seeking rotated audit log: %w", err)
 	}
 	f.log.Info().Str("file", name).Int64("offset", off).Msg("reading rotated audit log")
+	_, err = f.readLines(ctx, r, name, true)
+	return err
+}
+
+// readLines hands the lines of r to the sink in batches, without
+// checkpoints. A last line without newline is parsed if keepPartial, else
+// only reported (partial).
+func (f *follower) readLines(ctx context.Context, r io.Reader, name string, keepPartial bool) (partial bool, err error) {
 	lr := newLineReader(bufio.NewReaderSize(r, readBufferSize), f.t.cfg.MaxLineBytes)
 	for {
 		var batch []Event
 		lines := 0
 		for ; lines < f.t.cfg.BatchLines; lines++ {
-			line, _, tooLarge, err := lr.next()
+			line, complete, tooLarge, err := lr.next()
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
 				f.log.Warn().Err(err).Str("file", name).Msg("stopping at unreadable data in rotated file")
 				break
+			}
+			if !complete {
+				partial = true
+				if !keepPartial {
+					break // the last line: nothing follows it
+				}
 			}
 			if tooLarge {
 				f.p.SkipTooLarge()
@@ -216,11 +232,11 @@ func (f *follower) readRotated(ctx context.Context, name string, off int64) erro
 		}
 		if len(batch) > 0 {
 			if err := f.deliverBacklog(ctx, batch); err != nil {
-				return err
+				return partial, err
 			}
 		}
 		if lines < f.t.cfg.BatchLines {
-			return nil
+			return partial, nil
 		}
 	}
 }

@@ -2,28 +2,23 @@ package auditlog
 
 import (
 	"compress/gzip"
-	"context"
 	"crypto/subtle"
-	"crypto/tls"
-	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log"
-	"net"
 	"net/http"
-	"os"
 	"strings"
-	"time"
 
 	"github.com/rs/zerolog"
-
-	"github.com/execid/correlator/pkg/authn"
 )
 
 // ErrBusy is what a Sink returns to ask the sender to come back later; the
 // webhook answers 429 and the apiserver retries with backoff.
 var ErrBusy = errors.New("audit pipeline busy")
+
+// errUnsupportedEncoding refuses a Content-Encoding other than gzip.
+var errUnsupportedEncoding = errors.New("unsupported content encoding")
 
 // DefaultMaxBodyBytes is above the apiserver's 10 MiB batch split
 // (--audit-webhook-truncate-max-batch-size) with room for framing.
@@ -31,9 +26,14 @@ const DefaultMaxBodyBytes = 16 << 20
 
 // WebhookConfig configures the audit webhook receiver.
 type WebhookConfig struct {
-	Listen       string // host:port for the standalone server
-	MaxBodyBytes int64  // <= 0 means DefaultMaxBodyBytes
+	Listen string // host:port for the standalone server
+	// MaxBodyBytes bounds a request body, after gzip inflation too; <= 0
+	// means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
 	MaxLineBytes int
+	// MaxConns caps the standalone server's open connections; <= 0 means
+	// DefaultWebhookMaxConns.
+	MaxConns int
 	// Tokens, if set, decides the "Authorization: Bearer <token>" senders
 	// must present (the kubeconfig's user token): an authn.File, reloaded
 	// when it is rotated. It takes precedence over BearerToken.
@@ -55,16 +55,30 @@ func (c WebhookConfig) authenticated() bool {
 	return c.Tokens != nil || c.BearerToken != "" || c.ClientCAFile != ""
 }
 
-// Webhook result labels.
+// Webhook result labels (correlator_audit_webhook_requests_total).
 const (
-	resultOK         = "ok"
-	resultBadRequest = "bad_request"
-	resultTooLarge   = "too_large"
-	resultUnauth     = "unauthorized"
-	resultMethod     = "method_not_allowed"
-	resultBusy       = "busy"
-	resultSinkError  = "sink_error"
+	resultOK          = "ok"
+	resultBadRequest  = "bad_request"
+	resultTooLarge    = "too_large"
+	resultUnsupported = "unsupported_media_type"
+	resultUnauth      = "unauthorized"
+	resultMethod      = "method_not_allowed"
+	resultBusy        = "busy"
+	resultSinkError   = "sink_error"
 )
+
+// Refusal reasons (correlator_audit_webhook_refused_total): why a delivery
+// from an accepted sender was answered with an error, so not taken in.
+const (
+	refusedTooLarge    = "body_too_large"       // 413: over MaxBodyBytes, sent or inflated
+	refusedEncoding    = "unsupported_encoding" // 415: a Content-Encoding other than gzip
+	refusedUnreadable  = "unreadable_body"      // 400: the body or its gzip stream broke off
+	refusedUndecodable = "undecodable"          // 400: no audit event in it could be decoded
+	refusedBusy        = "busy"                 // 429: the sink asked to come back later
+	refusedSinkError   = "sink_error"           // 503: the sink failed
+)
+
+var refusalReasons = []string{refusedTooLarge, refusedEncoding, refusedUnreadable, refusedUndecodable, refusedBusy, refusedSinkError}
 
 // WebhookHandler receives the apiserver's audit webhook POSTs (an EventList
 // per request; also an Event, an array or JSON lines). It replies 2xx only
@@ -89,13 +103,27 @@ func NewWebhookHandler(cfg WebhookConfig, sink Sink, log zerolog.Logger, m *Metr
 	}
 }
 
+// reply answers code; errors carry a JSON body {"error": msg}, the API's
+// shape, so the webhook reads the same on either listener.
 func (h *WebhookHandler) reply(w http.ResponseWriter, code int, result, msg string) {
 	h.metrics.webhook(result)
-	if code >= 300 {
-		http.Error(w, msg, code)
+	if code < 300 {
+		w.WriteHeader(code)
 		return
 	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(struct {
+		Error string `json:"error"`
+	}{msg})
+}
+
+// refuse answers an error to an accepted sender and counts the evidence
+// refused.
+func (h *WebhookHandler) refuse(w http.ResponseWriter, code int, result, reason, msg string) {
+	h.metrics.refused(reason)
+	h.reply(w, code, result, msg)
 }
 
 // ServeHTTP implements http.Handler.
@@ -113,12 +141,17 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := h.readBody(w, r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			h.reply(w, http.StatusRequestEntityTooLarge, resultTooLarge, "request body too large")
-			return
+		switch {
+		case errors.As(err, &tooBig):
+			h.refuse(w, http.StatusRequestEntityTooLarge, resultTooLarge, refusedTooLarge,
+				fmt.Sprintf("request body over %d bytes", h.cfg.MaxBodyBytes))
+		case errors.Is(err, errUnsupportedEncoding):
+			w.Header().Set("Accept-Encoding", "gzip")
+			h.refuse(w, http.StatusUnsupportedMediaType, resultUnsupported, refusedEncoding, err.Error())
+		default:
+			h.log.Warn().Err(err).Str("remote", r.RemoteAddr).Msg("reading webhook body")
+			h.refuse(w, http.StatusBadRequest, resultBadRequest, refusedUnreadable, "unreadable body")
 		}
-		h.log.Warn().Err(err).Str("remote", r.RemoteAddr).Msg("reading webhook body")
-		h.reply(w, http.StatusBadRequest, resultBadRequest, "unreadable body")
 		return
 	}
 	p := NewParser(h.dec.cfg.MaxLineBytes)
@@ -128,18 +161,18 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	acc.flush()
 	c := p.Counts()
 	if c.Events == 0 && c.SkippedTotal() > 0 {
-		h.reply(w, http.StatusBadRequest, resultBadRequest, "no audit events could be decoded")
+		h.refuse(w, http.StatusBadRequest, resultBadRequest, refusedUndecodable, "no audit events could be decoded")
 		return
 	}
 	if len(evs) > 0 {
 		if err := h.sink(r.Context(), evs); err != nil {
 			if errors.Is(err, ErrBusy) {
 				w.Header().Set("Retry-After", "5")
-				h.reply(w, http.StatusTooManyRequests, resultBusy, "busy")
+				h.refuse(w, http.StatusTooManyRequests, resultBusy, refusedBusy, "busy")
 				return
 			}
 			h.log.Warn().Err(err).Msg("audit sink refused webhook events")
-			h.reply(w, http.StatusServiceUnavailable, resultSinkError, "events not accepted")
+			h.refuse(w, http.StatusServiceUnavailable, resultSinkError, refusedSinkError, "events not accepted")
 			return
 		}
 	}
@@ -158,104 +191,59 @@ func (h *WebhookHandler) tokenOK(header string) bool {
 	return subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.BearerToken)) == 1
 }
 
+// readBody reads the body, inflating gzip, and never holds more than
+// MaxBodyBytes+1 bytes of it: a longer one is an *http.MaxBytesError.
 func (h *WebhookHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body := http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes)
-	var rd io.Reader = body
-	if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+		return readAtMost(body, h.cfg.MaxBodyBytes, r.ContentLength)
+	case "gzip", "x-gzip":
 		gz, err := gzip.NewReader(body)
 		if err != nil {
 			return nil, fmt.Errorf("opening gzip body: %w", err)
 		}
 		defer gz.Close()
-		// Bound the inflated size too.
-		rd = io.LimitReader(gz, h.cfg.MaxBodyBytes+1)
-	}
-	b, err := io.ReadAll(rd)
-	if err == nil && int64(len(b)) > h.cfg.MaxBodyBytes {
-		err = &http.MaxBytesError{Limit: h.cfg.MaxBodyBytes}
-	}
-	return b, err
-}
-
-// WebhookServer is the standalone receiver (--audit-webhook-listen).
-type WebhookServer struct {
-	cfg     WebhookConfig
-	log     zerolog.Logger
-	metrics *Metrics
-	tls     *tls.Config
-}
-
-// NewWebhookServer loads the TLS material, if any. A listener that checks
-// neither a token nor a client certificate is refused unless cfg.Listen is
-// a loopback address: anyone who reaches it could forge sessions.
-func NewWebhookServer(cfg WebhookConfig, log zerolog.Logger, m *Metrics) (*WebhookServer, error) {
-	s := &WebhookServer{cfg: cfg, log: log.With().Str("component", "auditlog.webhook").Logger(), metrics: m}
-	if !cfg.authenticated() && !authn.IsLoopback(cfg.Listen) {
-		return nil, fmt.Errorf("configuring audit webhook on %q: %w: give a token file or a client CA", cfg.Listen, authn.ErrInsecureListener)
-	}
-	if cfg.TLSCertFile == "" && cfg.authenticated() && !authn.IsLoopback(cfg.Listen) {
-		s.log.Warn().Str("addr", cfg.Listen).Msg("audit webhook token travels in clear text: give a server certificate")
-	}
-	if cfg.TLSCertFile == "" && cfg.ClientCAFile != "" {
-		return nil, errors.New("configuring audit webhook: client CA needs a server certificate")
-	}
-	if cfg.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		b, err := readAtMost(gz, h.cfg.MaxBodyBytes, -1)
 		if err != nil {
-			return nil, fmt.Errorf("loading webhook certificate: %w", err)
+			return nil, fmt.Errorf("inflating gzip body: %w", err)
 		}
-		s.tls = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
-		if cfg.ClientCAFile != "" {
-			pem, err := os.ReadFile(cfg.ClientCAFile)
-			if err != nil {
-				return nil, fmt.Errorf("reading webhook client CA: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("parsing webhook client CA %s: no certificates", cfg.ClientCAFile)
-			}
-			s.tls.ClientCAs = pool
-			s.tls.ClientAuth = tls.RequireAndVerifyClientCert
-		}
+		return b, nil
+	default:
+		return nil, fmt.Errorf("%w %q: send it plain or gzip", errUnsupportedEncoding, enc)
 	}
-	return s, nil
 }
 
-// Run listens on cfg.Listen and serves until ctx ends.
-func (s *WebhookServer) Run(ctx context.Context, sink Sink) error {
-	ln, err := net.Listen("tcp", s.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listening for audit webhook: %w", err)
+// readAtMost reads r to its end into at most limit+1 bytes (sizeHint+1 when
+// known, else growing by doubling up to that), so neither a lying
+// Content-Length nor a gzip bomb makes it hold more. Past limit it returns
+// an *http.MaxBytesError.
+func readAtMost(r io.Reader, limit, sizeHint int64) ([]byte, error) {
+	size := int64(512)
+	if sizeHint >= 0 {
+		size = sizeHint + 1 // room to see EOF without growing
 	}
-	return s.Serve(ctx, ln, sink)
-}
-
-// Serve serves on ln until ctx ends, then shuts down gracefully.
-func (s *WebhookServer) Serve(ctx context.Context, ln net.Listener, sink Sink) error {
-	srv := &http.Server{
-		Handler:           NewWebhookHandler(s.cfg, sink, s.log, s.metrics),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute,
-		IdleTimeout:       2 * time.Minute,
-		TLSConfig:         s.tls,
-		// Handshake failures and the like, at the level zerolog gives writes.
-		ErrorLog: log.New(s.log.With().Str("source", "net/http").Logger(), "", 0),
+	b := make([]byte, 0, min(size, limit+1))
+	for {
+		if len(b) == cap(b) {
+			if int64(len(b)) > limit {
+				return nil, &http.MaxBytesError{Limit: limit}
+			}
+			grown := make([]byte, len(b), min(2*int64(cap(b))+512, limit+1))
+			copy(grown, b)
+			b = grown
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	if s.tls != nil {
-		ln = tls.NewListener(ln, s.tls)
+	if int64(len(b)) > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
 	}
-	s.log.Info().Str("addr", ln.Addr().String()).Bool("tls", s.tls != nil).Msg("audit webhook listening")
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serving audit webhook: %w", err)
-	case <-ctx.Done():
-	}
-	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil {
-		return fmt.Errorf("stopping audit webhook: %w", err)
-	}
-	return nil
+	return b, nil
 }

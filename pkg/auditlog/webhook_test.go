@@ -116,10 +116,14 @@ func TestWebhookOutOfOrderAndRedelivered(t *testing.T) {
 	}
 }
 
+// TestWebhookRefusals: each refusal has its status, and every one that
+// refuses evidence from an accepted sender moves
+// correlator_audit_webhook_refused_total for its reason, and only that.
 func TestWebhookRefusals(t *testing.T) {
 	var refuse error
 	sink := func(context.Context, []Event) error { return refuse }
-	h := NewWebhookHandler(WebhookConfig{BearerToken: "s3cret", MaxBodyBytes: 4096}, sink, zerolog.Nop(), nil)
+	m := newTestMetrics(t)
+	h := NewWebhookHandler(WebhookConfig{BearerToken: "s3cret", MaxBodyBytes: 4096}, sink, zerolog.Nop(), m)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	c := srv.Client()
@@ -129,20 +133,32 @@ func TestWebhookRefusals(t *testing.T) {
 		body        []byte
 		refuse      error
 		want        int
+		reason      string // refusal counted; "" for none
 	}{
-		{"accepted", "s3cret", ok, nil, 200},
-		{"no token", "", ok, nil, 401},
-		{"wrong token", "s3cret!", ok, nil, 401},
-		{"too large", "s3cret", eventList(strings.Repeat(stageLine("a", StageResponseStarted)+"\n", 40)), nil, 413},
-		{"bad json", "s3cret", []byte(`{"kind":"EventList","items":[{"auditID":`), nil, 400},
-		{"not events", "s3cret", []byte(`{"kind": 0}`), nil, 400},
-		{"sink busy", "s3cret", ok, ErrBusy, 429},
-		{"sink down", "s3cret", ok, errors.New("queue closed"), 503},
-		{"empty list", "s3cret", []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":[]}`), nil, 200},
+		{"accepted", "s3cret", ok, nil, 200, ""},
+		{"no token", "", ok, nil, 401, ""},
+		{"wrong token", "s3cret!", ok, nil, 401, ""},
+		{"too large", "s3cret", eventList(strings.Repeat(stageLine("a", StageResponseStarted)+"\n", 40)), nil, 413, refusedTooLarge},
+		{"bad json", "s3cret", []byte(`{"kind":"EventList","items":[{"auditID":`), nil, 400, refusedUndecodable},
+		{"not events", "s3cret", []byte(`{"kind": 0}`), nil, 400, refusedUndecodable},
+		{"sink busy", "s3cret", ok, ErrBusy, 429, refusedBusy},
+		{"sink down", "s3cret", ok, errors.New("queue closed"), 503, refusedSinkError},
+		{"empty list", "s3cret", []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":[]}`), nil, 200, ""},
 	} {
 		refuse = tc.refuse
+		before := refusals(m)
 		if got := post(t, c, srv.URL, tc.token, tc.body); got != tc.want {
 			t.Errorf("%s: status %d, want %d", tc.name, got, tc.want)
+		}
+		after := refusals(m)
+		for _, r := range refusalReasons {
+			want := before[r]
+			if r == tc.reason {
+				want++
+			}
+			if after[r] != want {
+				t.Errorf("%s: correlator_audit_webhook_refused_total{reason=%q} moved from %v to %v, want %v", tc.name, r, before[r], after[r], want)
+			}
 		}
 	}
 	resp, err := c.Get(srv.URL)
@@ -153,6 +169,15 @@ func TestWebhookRefusals(t *testing.T) {
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("GET = %d", resp.StatusCode)
 	}
+}
+
+// refusals reads correlator_audit_webhook_refused_total by reason.
+func refusals(m *Metrics) map[string]float64 {
+	out := map[string]float64{}
+	for _, r := range refusalReasons {
+		out[r] = testutil.ToFloat64(m.webhookRefused.WithLabelValues(r))
+	}
+	return out
 }
 
 // TestWebhookClientCert serves over a real TLS socket on 127.0.0.1 and
