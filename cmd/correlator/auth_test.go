@@ -29,13 +29,14 @@ func (r refuse) Authenticate(*http.Request) (string, error) { return "", r.err }
 // but a Kubernetes "forbidden" is final.
 func TestAnyAuth(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(path, []byte("file-token\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("file-token-00001\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tf, err := api.NewTokenFile(path)
+	f, err := authn.Open(path, authn.Default(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
+	tf := api.NewTokenAuth(f)
 	req := func(tok string) *http.Request {
 		r := httptest.NewRequest(http.MethodGet, "/api/v1/sessions", nil)
 		if tok != "" {
@@ -51,9 +52,9 @@ func TestAnyAuth(t *testing.T) {
 		// outage: the review's own error must surface, not "unauthenticated".
 		outage bool
 	}{
-		{"file token, kube says unauthenticated", anyAuth{refuse{api.ErrUnauthenticated}, tf}, "file-token", nil, false},
+		{"file token, kube says unauthenticated", anyAuth{refuse{api.ErrUnauthenticated}, tf}, "file-token-00001", nil, false},
 		{"no token at all", anyAuth{tf, refuse{api.ErrUnauthenticated}}, "", api.ErrUnauthenticated, false},
-		{"kube forbids: final", anyAuth{refuse{api.ErrForbidden}, tf}, "file-token", api.ErrForbidden, false},
+		{"kube forbids: final", anyAuth{refuse{api.ErrForbidden}, tf}, "file-token-00001", api.ErrForbidden, false},
 		{"kube unreachable, bad token: the outage is reported", anyAuth{tf, refuse{errors.New("dial tcp: refused")}}, "nope", nil, true},
 	}
 	for _, tt := range tests {
@@ -179,7 +180,7 @@ func TestTokenFilePolicy(t *testing.T) {
 		mode os.FileMode
 		want error
 	}{
-		"short":          {"file-token\n", 0o600, authn.ErrTokenTooShort},
+		"short":          {"file-token-00001\n", 0o600, authn.ErrTokenTooShort},
 		"world writable": {"0123456789abcdef\n", 0o666, authn.ErrUnsafeMode},
 		"good":           {"0123456789abcdef\n", 0o600, nil},
 	} {

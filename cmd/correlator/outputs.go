@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/execid/correlator/pkg/alert"
-	"github.com/execid/correlator/pkg/api"
+	"github.com/execid/correlator/pkg/authn"
 	"github.com/execid/correlator/pkg/store"
 	"github.com/execid/correlator/pkg/store/elasticsearch"
 )
@@ -52,7 +52,7 @@ func (o *esOptions) config() (elasticsearch.Config, error) {
 		return c, errors.New("validating Elasticsearch: give --es-url")
 	}
 	if o.apiKeyFile != "" {
-		key, err := api.FirstToken(o.apiKeyFile)
+		key, err := authn.FirstToken(o.apiKeyFile)
 		if err != nil {
 			return c, fmt.Errorf("reading --es-api-key-file: %w", err)
 		}

@@ -10,12 +10,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/execid/correlator/pkg/api"
+	"github.com/execid/correlator/pkg/authn"
 )
 
 // queryOptions are the flags every responder command shares.
@@ -76,11 +76,11 @@ func (o *queryOptions) client() (*api.Client, error) {
 	}
 	c := &api.Client{BaseURL: o.server, HTTP: &http.Client{}}
 	if o.tokenFile != "" {
-		b, err := os.ReadFile(o.tokenFile)
+		tok, err := authn.FirstToken(o.tokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("reading token file: %w", err)
+			return nil, err
 		}
-		c.Token = strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
+		c.Token = tok
 	}
 	tc := &tls.Config{InsecureSkipVerify: o.insecureSkipVerify} //nolint:gosec // an explicit, documented flag
 	if o.caFile != "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/execid/correlator/pkg/api"
+	"github.com/execid/correlator/pkg/authn"
 	"github.com/execid/correlator/pkg/store"
 )
 
@@ -42,13 +43,14 @@ func TestResponderCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokens := filepath.Join(t.TempDir(), "token")
-	os.WriteFile(tokens, []byte("tok\n"), 0o600)
-	tf, _ := api.NewTokenFile(tokens)
+	os.WriteFile(tokens, []byte("responder-token-0001\n"), 0o600)
+	tf := openTokens(t, tokens)
 	srv := httptest.NewServer(api.NewHandler(st, api.Config{Auth: tf}, zerolog.Nop()))
 	defer srv.Close()
 
 	clientToken := filepath.Join(t.TempDir(), "client-token")
-	os.WriteFile(clientToken, []byte("tok\n"), 0o600)
+	// The client parses its file like the agent: comments allowed.
+	os.WriteFile(clientToken, []byte("# the responder's token\nresponder-token-0001\n"), 0o600)
 	run := func(args ...string) (string, error) {
 		root := newSessionsCmd()
 		switch args[0] {
@@ -83,4 +85,13 @@ func TestResponderCommands(t *testing.T) {
 	if _, err := run("sessions"); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("wrong token: %v", err)
 	}
+}
+
+func openTokens(t *testing.T, path string) *api.TokenFile {
+	t.Helper()
+	f, err := authn.Open(path, authn.Default(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api.NewTokenAuth(f)
 }

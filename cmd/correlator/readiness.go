@@ -6,9 +6,10 @@ import (
 	"sync"
 )
 
-// readiness is what /readyz answers: the probes are attached before the
-// API listens at all, so it checks what can fail while running: the store
-// takes writes, and no audit source stopped.
+// readiness is what /readyz answers: the probes are attached and the
+// sources built before the API listens at all, so it checks what can fail
+// while running: the store takes writes, and no part (capture, an audit
+// source, the agent) stopped before shutdown.
 type readiness struct {
 	store interface{ Healthy() error }
 
@@ -16,15 +17,15 @@ type readiness struct {
 	stopped error
 }
 
-// sourceStopped records an audit source that ended before shutdown.
-func (r *readiness) sourceStopped(err error) {
+// partStopped records a part that ended before shutdown.
+func (r *readiness) partStopped(name string, err error) {
 	if err == nil {
 		err = errors.New("returned without an error")
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped == nil {
-		r.stopped = fmt.Errorf("audit source stopped: %w", err)
+		r.stopped = fmt.Errorf("%s stopped: %w", name, err)
 	}
 }
 

@@ -24,8 +24,8 @@ func TestReadiness(t *testing.T) {
 	if err := r.check(); err != nil {
 		t.Errorf("store recovered: ready = %v", err)
 	}
-	r.sourceStopped(errors.New("tailing /var/log/audit.log: permission denied"))
-	r.sourceStopped(nil)
+	r.partStopped("auditlog", errors.New("tailing /var/log/audit.log: permission denied"))
+	r.partStopped("capture", nil)
 	if err := r.check(); err == nil || !strings.Contains(err.Error(), "permission denied") {
 		t.Errorf("a source stopped: ready = %v, want the first failure", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/execid/correlator/pkg/agent"
 	"github.com/execid/correlator/pkg/alert"
@@ -139,25 +139,34 @@ func (o *runOptions) validate() error {
 	return errors.Join(errs...)
 }
 
-func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
+// run builds every part that can fail before it starts any goroutine, so a
+// failed start returns having started nothing; cleanups run in reverse
+// order and their errors are returned, not dropped.
+func (o *runOptions) run(ctx context.Context, log zerolog.Logger) (err error) {
+	var cl cleanups
+	defer func() { err = errors.Join(err, cl.run()) }()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	st, err := openBackend(ctx, o.storeURL, &o.es, log, reg)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	cl.add("closing the store", st.Close)
 	agentOpts, disp, err := o.agentOptions(ctx, st, log, reg)
 	if err != nil {
 		return err
 	}
+	if disp != nil {
+		cl.add("closing the alert spools", disp.Close)
+	}
 	writer := store.NewWriter(st, 1000, 200*time.Millisecond, store.WithCommitWhenIdle())
+	cl.add("flushing the store", writer.Close)
 	reg.MustRegister(store.NewWriterCollector(writer))
 	res, err := meta.New(meta.Config{PodMapPath: o.podMap, CRISocket: o.criSocket, CacheSize: 4096}, log, reg)
 	if err != nil {
 		return err
 	}
-	defer res.Close()
+	cl.add("closing the pod metadata client", res.Close)
 	ag, err := agent.New(o.agent, res, writer, log, reg, agentOpts...)
 	if err != nil {
 		return err
@@ -182,35 +191,67 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 			return err
 		}
 	}
+	var srcs []auditlog.Source
+	if len(o.audit.logPaths) > 0 || o.audit.webhookListen != "" {
+		if srcs, err = o.audit.sources(log, am); err != nil {
+			return err
+		}
+	}
 	var probe *capture.Probe
 	var col *capture.Collector
 	if !o.noCapture {
 		if probe, err = capture.Load(o.capture.config(), log); err != nil {
 			return err
 		}
-		defer probe.Close()
+		cl.add("detaching the probes", probe.Close)
 		col = capture.NewCollector(probe)
 		reg.MustRegister(col)
 		if err := probe.Attach(); err != nil {
 			return err
 		}
 	}
-
 	rd := &readiness{store: writer}
-	runCtx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	goRun := func(name string, fn func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(runCtx); err != nil && !errors.Is(err, context.Canceled) {
-				log.Error().Err(err).Str("component", name).Msg("stopped")
-			}
-		}()
+	// The webhook on the API listener takes the token file's first token,
+	// as rotated; without a file (Kubernetes auth only) it is not served
+	// there at all: use --audit-webhook-listen with its own token or client CA.
+	var wh http.Handler
+	switch {
+	case o.insecureNoAuth:
+		wh = o.audit.apiWebhook(nil, ag.AuditSink(), log, am)
+	case apiTokens != nil:
+		wh = o.audit.apiWebhook(apiTokens.First(), ag.AuditSink(), log, am)
 	}
-	agentDone := make(chan struct{})
-	go func() { defer close(agentDone); ag.Run(runCtx) }()
-	goRun("meta", func(ctx context.Context) error { res.Run(ctx); return nil })
+	handler := api.NewHandler(st, api.Config{Auth: auth, Webhook: wh,
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		Ready:   rd.check}, log)
+	srv := api.NewServer(handler, api.ServerConfig{Addr: o.listen})
+	// Bind before saying "running": a taken port fails the start.
+	ln, err := srv.Listen()
+	if err != nil {
+		return err
+	}
+
+	// Nothing below fails to start. Every goroutine is in g; a part that
+	// ends before shutdown makes the agent unready and is logged.
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var g errgroup.Group
+	goRun := func(name string, fn func(context.Context) error) {
+		g.Go(func() error {
+			err := fn(runCtx)
+			if runCtx.Err() == nil {
+				rd.partStopped(name, err)
+				log.Error().Err(err).Str("component", name).Msg("stopped before shutdown")
+			}
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("running %s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	goRun("agent", ag.Run)
+	// Without a CRI socket the metadata refresher has nothing to run.
+	g.Go(func() error { res.Run(runCtx); return nil })
 	goRun("retention", func(ctx context.Context) error { return st.RunRetention(ctx, o.retention, time.Hour) })
 	if disp != nil {
 		goRun("alerts", disp.Run)
@@ -230,47 +271,8 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 			}, col.BadFrame)
 		})
 	}
-	if len(o.audit.logPaths) > 0 || o.audit.webhookListen != "" {
-		srcs, err := o.audit.sources(log, am)
-		if err != nil {
-			stop()
-			return err
-		}
-		for _, s := range srcs {
-			goRun("auditlog", func(ctx context.Context) error {
-				err := s.Run(ctx, ag.AuditSink())
-				if ctx.Err() == nil {
-					rd.sourceStopped(err) // a source that ends before shutdown is a failure
-				}
-				return err
-			})
-		}
-	}
-	// The webhook on the API listener takes the token file's first token,
-	// as rotated; without a file (Kubernetes auth only) it is not served
-	// there at all: use --audit-webhook-listen with its own token or client CA.
-	var wh http.Handler
-	switch {
-	case o.insecureNoAuth:
-		wh = o.audit.apiWebhook(nil, ag.AuditSink(), log, am)
-	case apiTokens != nil:
-		wh = o.audit.apiWebhook(apiTokens.First(), ag.AuditSink(), log, am)
-	}
-	handler := api.NewHandler(st, api.Config{Auth: auth, Webhook: wh,
-		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
-		Ready:   rd.check}, log)
-	srv := api.NewServer(handler, api.ServerConfig{Addr: o.listen})
-	// Bind before saying "running": a taken port fails the start.
-	ln, err := srv.Listen()
-	if err != nil {
-		stop()
-		wg.Wait()
-		<-agentDone
-		writer.Close()
-		if disp != nil {
-			disp.Close()
-		}
-		return err
+	for _, s := range srcs {
+		goRun("auditlog", func(ctx context.Context) error { return s.Run(ctx, ag.AuditSink()) })
 	}
 	srvErr := make(chan error, 1)
 	go func() {
@@ -282,31 +284,26 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) error {
 	}()
 	log.Info().Str("component", "run").Str("listen", ln.Addr().String()).Bool("capture", probe != nil).Msg("correlator running")
 
+	var serveErr error
 	select {
 	case <-ctx.Done():
-	case err = <-srvErr:
-		log.Error().Err(err).Msg("API server stopped")
+	case serveErr = <-srvErr:
+		log.Error().Err(serveErr).Msg("API server stopped")
 	}
-	// Shut down in order: stop intake, drain the joiner, flush the store.
+	// Shut down in order: stop intake, drain the joiner; the cleanups then
+	// flush the store and close the spools.
 	shCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	srv.Shutdown(shCtx)
+	if err := srv.Shutdown(shCtx); err != nil {
+		serveErr = errors.Join(serveErr, fmt.Errorf("shutting down the API server: %w", err))
+	}
 	stop()
-	wg.Wait()
-	<-agentDone
-	if cerr := writer.Close(); cerr != nil {
-		log.Error().Err(cerr).Msg("flushing the store")
-	}
-	if disp != nil {
-		if cerr := disp.Close(); cerr != nil {
-			log.Error().Err(cerr).Msg("closing the alert spools")
-		}
-	}
+	partsErr := g.Wait()
 	log.Info().Str("component", "run").Msg("stopped")
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
 	}
-	return err
+	return errors.Join(serveErr, partsErr)
 }
 
 // agentOptions builds the optional parts: rules and sinks, audit lookup.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/execid/correlator/pkg/api"
+	"github.com/execid/correlator/pkg/authn"
 )
 
 // SinkOptions configure a sink beyond its spec.
@@ -72,5 +72,5 @@ func (o SinkOptions) token() (string, error) {
 	if o.TokenFile == "" {
 		return "", nil
 	}
-	return api.FirstToken(o.TokenFile)
+	return authn.FirstToken(o.TokenFile)
 }

@@ -8,12 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/rs/zerolog"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,44 +43,9 @@ type TokenFile struct {
 	f *authn.File
 }
 
-// NewTokenFile reads path with no length or permission policy and looks at
-// it on every request; an empty or unreadable file is an error. The agent
-// uses NewTokenAuth with authn.Default() instead.
-func NewTokenFile(path string) (*TokenFile, error) {
-	f, err := authn.Open(path, authn.Config{}, zerolog.Nop())
-	if err != nil {
-		return nil, err
-	}
-	return NewTokenAuth(f), nil
-}
-
 // NewTokenAuth authenticates with a shared token source, the one the audit
 // webhooks check too, so a rotation reaches every listener at once.
 func NewTokenAuth(f *authn.File) *TokenFile { return &TokenFile{f: f} }
-
-// parseTokens reads a token file: one token a line; blanks and # comments skipped.
-func parseTokens(b []byte) []string {
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if s := strings.TrimSpace(line); s != "" && !strings.HasPrefix(s, "#") {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// FirstToken returns the first token of a token file, for a client (the
-// audit webhook's sender) that presents one.
-func FirstToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("reading token file: %w", err)
-	}
-	if toks := parseTokens(b); len(toks) > 0 {
-		return toks[0], nil
-	}
-	return "", fmt.Errorf("reading token file %s: no tokens in it", path)
-}
 
 // Authenticate compares hashes in constant time; tokens are never logged.
 // A token file the policy refuses (emptied, made unsafe) refuses everyone.

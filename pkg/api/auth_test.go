@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,39 +29,39 @@ func reqWith(token string) *http.Request {
 
 func TestTokenFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(path, []byte("# responders\ns3cret-one\n\ns3cret-two\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("# responders\ns3cret-token-one\n\ns3cret-token-two\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tf, err := NewTokenFile(path)
+	tf, err := openTokens(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		token string
 		ok    bool
-	}{{"s3cret-one", true}, {"s3cret-two", true}, {"s3cret", false}, {"", false}, {"# responders", false}} {
+	}{{"s3cret-token-one", true}, {"s3cret-token-two", true}, {"s3cret-token", false}, {"", false}, {"# responders", false}} {
 		_, err := tf.Authenticate(reqWith(tc.token))
 		if (err == nil) != tc.ok {
 			t.Errorf("token %q: err %v, want ok=%v", tc.token, err, tc.ok)
 		}
 	}
-	// A rotated file takes effect without a restart (NewTokenFile looks
-	// at the file on every request).
-	if err := os.WriteFile(path, []byte("rotated\n"), 0o600); err != nil {
+	// A rotated file takes effect without a restart (the source looks
+	// at the file on every request here).
+	if err := os.WriteFile(path, []byte("rotated-token-0001\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tf.Authenticate(reqWith("s3cret-one")); !errors.Is(err, ErrUnauthenticated) {
+	if _, err := tf.Authenticate(reqWith("s3cret-token-one")); !errors.Is(err, ErrUnauthenticated) {
 		t.Errorf("old token still accepted after rotation: %v", err)
 	}
-	if _, err := tf.Authenticate(reqWith("rotated")); err != nil {
+	if _, err := tf.Authenticate(reqWith("rotated-token-0001")); err != nil {
 		t.Errorf("rotated token refused: %v", err)
 	}
-	if _, err := NewTokenFile(filepath.Join(t.TempDir(), "missing")); err == nil {
+	if _, err := openTokens(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("missing token file accepted")
 	}
 	empty := filepath.Join(t.TempDir(), "empty")
 	os.WriteFile(empty, []byte("\n# nothing\n"), 0o600)
-	if _, err := NewTokenFile(empty); err == nil {
+	if _, err := openTokens(empty); err == nil {
 		t.Error("token file without tokens accepted")
 	}
 }
@@ -173,5 +174,36 @@ func TestIsLoopback(t *testing.T) {
 		if got := IsLoopback(addr); got != want {
 			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
 		}
+	}
+}
+
+// openTokens is the agent's token policy, looking at the file on every
+// request so a rotation is seen at once.
+func openTokens(path string) (*TokenFile, error) {
+	f, err := authn.Open(path, authn.Config{MinLength: authn.DefaultMinLength, CheckMode: true}, zerolog.Nop())
+	if err != nil {
+		return nil, err
+	}
+	return NewTokenAuth(f), nil
+}
+
+// TestTokenPolicy: the API's token file refuses short tokens and files
+// others may write, with errors that never name the token.
+func TestTokenPolicy(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short")
+	os.WriteFile(short, []byte("tok\n"), 0o600)
+	if _, err := openTokens(short); !errors.Is(err, authn.ErrTokenTooShort) || strings.Contains(err.Error(), "tok\n") {
+		t.Errorf("short token: %v", err)
+	}
+	open := filepath.Join(dir, "open")
+	os.WriteFile(open, []byte("long-enough-token-0001\n"), 0o600)
+	os.Chmod(open, 0o666)
+	if _, err := openTokens(open); !errors.Is(err, authn.ErrUnsafeMode) {
+		t.Errorf("world-writable file: %v", err)
+	}
+	os.Chmod(open, 0o600)
+	if _, err := openTokens(open); err != nil {
+		t.Errorf("control, a safe file: %v", err)
 	}
 }

@@ -60,8 +60,8 @@ func fixture(t *testing.T) (*httptest.Server, string) {
 		t.Fatal(err)
 	}
 	tokens := filepath.Join(t.TempDir(), "tokens")
-	os.WriteFile(tokens, []byte("responder-token\n"), 0o600)
-	tf, err := NewTokenFile(tokens)
+	os.WriteFile(tokens, []byte("responder-token-0001\n"), 0o600)
+	tf, err := openTokens(tokens)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func fixture(t *testing.T) (*httptest.Server, string) {
 		Ready: func() error { return nil }}, zerolog.Nop())
 	srv := httptest.NewServer(h) // a real socket on 127.0.0.1
 	t.Cleanup(srv.Close)
-	return srv, "responder-token"
+	return srv, "responder-token-0001"
 }
 
 func get(t *testing.T, srv *httptest.Server, token, path string, out any) int {

@@ -244,3 +244,19 @@ func match(hs [][32]byte, token string) bool {
 	}
 	return ok == 1
 }
+
+// FirstToken reads the first token of a client's secret file (an
+// Elasticsearch API key, a sink's token), parsed like every token file.
+// Secrets the agent presents are not its own to police, so no length or
+// mode policy applies; errors never carry the secret.
+func FirstToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading token file: %w", err)
+	}
+	toks, err := ParseTokens(b, 0)
+	if err != nil {
+		return "", fmt.Errorf("reading token file %s: %w", path, err)
+	}
+	return toks[0], nil
+}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/internal/testutil"
 )
 
 const (
@@ -129,7 +131,7 @@ func crashChild(path string) {
 			fmt.Printf("committed %s\n", strings.TrimPrefix(b.Sessions[len(b.Sessions)-1].AuditID, "batch-"))
 		}
 	}))
-	deadline := time.Now().Add(time.Minute) // the parent kills long before
+	deadline := time.Now().Add(testutil.EventuallyBound) // a hang guard: the parent kills long before
 	for k := next; time.Now().Before(deadline); k++ {
 		ss := session(fmt.Sprintf("batch-%d", k), "crash", k)
 		procs := make([]Process, crashRows)

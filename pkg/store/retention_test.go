@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/internal/testutil"
 )
 
 func TestDeleteOlderThan(t *testing.T) {
@@ -101,16 +103,10 @@ func TestRunRetention(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.RunRetention(ctx, time.Hour, 10*time.Millisecond) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := s.GetSession(context.Background(), "old"); err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("retention loop did not delete the old session")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, "the retention loop deleted the old session", func() bool {
+		_, err := s.GetSession(context.Background(), "old")
+		return err != nil
+	})
 	cancel()
 	if err := <-done; err != context.Canceled {
 		t.Errorf("RunRetention = %v", err)

@@ -2,10 +2,13 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 )
 
 // BatchWriter commits a batch atomically; *Store is one.
@@ -18,22 +21,41 @@ type BatchWriter interface {
 // maxBatch rows, or maxDelay after its first row. Rows with the same key in
 // one batch collapse to the last one added. Each Add lands whole in one
 // transaction, so a crash loses at most the batch that was open.
+//
+// A failed commit keeps its rows and retries them with exponential backoff
+// until the store takes them (space returns, the disk is remounted): the
+// writer recovers by itself. While it fails, Healthy says why, AddDurable
+// refuses at once with ErrUnavailable (the sender keeps its evidence and
+// retries), and plain rows are held up to maxHeld, beyond which they are
+// dropped and counted: capture goes on, and loss is never silent.
 type Writer struct {
 	dst        BatchWriter
 	maxBatch   int
 	maxDelay   time.Duration
+	maxHeld    int
 	onCommit   func(Batch, error)
 	idleCommit bool
+	backoff    *backoff.ExponentialBackOff
 
 	mu     sync.RWMutex // write-held only to close
 	closed bool
 	in     chan item
 	done   chan struct{}
 
-	batches, rows, dropped atomic.Int64
-	lastErr                atomic.Pointer[error]
-	health                 atomic.Pointer[error] // the latest commit's result
+	// Owned by the loop goroutine.
+	failing bool
+	retry   *time.Timer
+
+	batches, rows, dropped, refused, failures atomic.Int64
+	lastErr                                   atomic.Pointer[error]
+	health                                    atomic.Pointer[error] // nil while commits succeed
 }
+
+// ErrUnavailable refuses a durable Add while the store cannot be written.
+var ErrUnavailable = errors.New("store unavailable")
+
+// DefaultMaxHeld bounds the rows a failing writer keeps for its retries.
+const DefaultMaxHeld = 20_000
 
 // item is one Add, or a flush marker when ack is set. done, when set,
 // hears the result of the commit that wrote b.
@@ -61,11 +83,24 @@ func WithCommitWhenIdle() WriterOption {
 	return func(w *Writer) { w.idleCommit = true }
 }
 
+// WithRetry sets the backoff between attempts while commits fail: from
+// initial, doubling up to max.
+func WithRetry(initial, max time.Duration) WriterOption {
+	return func(w *Writer) { w.backoff.InitialInterval, w.backoff.MaxInterval = initial, max }
+}
+
+// WithMaxHeld bounds the rows kept for retry while commits fail.
+func WithMaxHeld(rows int) WriterOption {
+	return func(w *Writer) { w.maxHeld = rows }
+}
+
 // WriterStats counts what a Writer did.
 type WriterStats struct {
-	Batches int64 // transactions committed
-	Rows    int64 // rows committed
-	Dropped int64 // rows lost to failed commits
+	Batches  int64 // transactions committed
+	Rows     int64 // rows committed
+	Dropped  int64 // rows lost: beyond maxHeld while failing, or still failing at Close
+	Refused  int64 // rows of durable Adds refused while failing (their senders retry)
+	Failures int64 // commit attempts that failed
 }
 
 // NewWriter starts a Writer that commits to dst. maxBatch < 1 means 1000,
@@ -77,18 +112,29 @@ func NewWriter(dst BatchWriter, maxBatch int, maxDelay time.Duration, opts ...Wr
 	if maxDelay <= 0 {
 		maxDelay = time.Second
 	}
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 200*time.Millisecond, 5*time.Second, 0
 	w := &Writer{
 		dst:      dst,
 		maxBatch: maxBatch,
 		maxDelay: maxDelay,
+		maxHeld:  DefaultMaxHeld,
+		backoff:  bo,
 		in:       make(chan item, 64),
 		done:     make(chan struct{}),
+		retry:    stoppedTimer(),
 	}
 	for _, o := range opts {
 		o(w)
 	}
 	go w.loop()
 	return w
+}
+
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
 }
 
 // Add queues b for the next batch. It blocks while the queue is full
@@ -102,8 +148,9 @@ func (w *Writer) Add(ctx context.Context, b Batch) error {
 
 // AddDurable adds b like Add, and later sends on done (which must have
 // room for one value) the result of the commit that wrote it: nil once b is
-// on disk, else the error that dropped it. A source acknowledges evidence
-// to its sender only then, so a crash never loses what was acknowledged.
+// on disk, else why not (ErrUnavailable at once while the store fails). A
+// source acknowledges evidence to its sender only on nil, so a crash never
+// loses what was acknowledged.
 func (w *Writer) AddDurable(ctx context.Context, b Batch, done chan<- error) error {
 	if b.Len() == 0 {
 		done <- nil
@@ -112,8 +159,8 @@ func (w *Writer) AddDurable(ctx context.Context, b Batch, done chan<- error) err
 	return w.send(ctx, item{b: b, done: done})
 }
 
-// Flush commits everything added before it and returns the first commit
-// error since the previous Flush.
+// Flush commits everything added before it (one attempt, even while
+// failing) and returns the first commit error since the previous Flush.
 func (w *Writer) Flush(ctx context.Context) error {
 	ack := make(chan error, 1)
 	if err := w.send(ctx, item{ack: ack}); err != nil {
@@ -142,7 +189,8 @@ func (w *Writer) send(ctx context.Context, it item) error {
 }
 
 // Close commits what is pending, stops the writer and returns the first
-// commit error since the last Flush. Later Adds return ErrClosed.
+// commit error since the last Flush; rows it still cannot write are
+// counted as dropped. Later Adds return ErrClosed.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	if w.closed {
@@ -161,29 +209,35 @@ func (w *Writer) Close() error {
 
 // Stats returns the writer's counters.
 func (w *Writer) Stats() WriterStats {
-	return WriterStats{Batches: w.batches.Load(), Rows: w.rows.Load(), Dropped: w.dropped.Load()}
+	return WriterStats{Batches: w.batches.Load(), Rows: w.rows.Load(), Dropped: w.dropped.Load(),
+		Refused: w.refused.Load(), Failures: w.failures.Load()}
 }
 
 func (w *Writer) loop() {
 	defer close(w.done)
 	var p pending
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+	timer := stoppedTimer()
 	for {
 		select {
 		case it := <-w.in:
 			if it.ack != nil {
 				w.commit(&p)
 				timer.Stop()
-				err := w.lastErr.Swap(nil)
-				if err != nil {
-					it.ack <- *err
-				} else {
-					it.ack <- nil
+				if it.stop && p.rows > 0 {
+					w.dropped.Add(int64(p.rows)) // still failing at the end
 				}
+				var err error
+				if e := w.lastErr.Swap(nil); e != nil {
+					err = *e
+				}
+				it.ack <- err
 				if it.stop {
 					return
 				}
+				continue
+			}
+			if w.failing {
+				w.hold(&p, it)
 				continue
 			}
 			if p.rows == 0 {
@@ -199,12 +253,30 @@ func (w *Writer) loop() {
 			}
 		case <-timer.C:
 			w.commit(&p)
+		case <-w.retry.C:
+			w.commit(&p)
 		}
 	}
 }
 
-// commit writes the pending batch, retrying a failed commit twice before
-// dropping it, and resets p.
+// hold takes an Add while commits fail: a durable one is refused so its
+// sender keeps the evidence, a plain one waits for the retry within maxHeld.
+func (w *Writer) hold(p *pending, it item) {
+	n := int64(it.b.Len())
+	switch {
+	case it.done != nil:
+		w.refused.Add(n)
+		it.done <- fmt.Errorf("%w: %w", ErrUnavailable, w.Healthy())
+	case p.rows+it.b.Len() > w.maxHeld:
+		w.dropped.Add(n)
+	default:
+		p.add(it.b)
+	}
+}
+
+// commit writes the pending batch once. On success it resets p; on failure
+// p keeps its rows for the retry the backoff schedules, and its waiters
+// hear the error now (a sender's resend is idempotent).
 func (w *Writer) commit(p *pending) {
 	if p.rows == 0 {
 		return
@@ -212,38 +284,38 @@ func (w *Writer) commit(p *pending) {
 	b := p.batch()
 	n := int64(b.Len())
 	waiters := p.waiters
-	*p = pending{}
-	var err error
-	for attempt := range 3 {
-		if attempt > 0 {
-			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		err = w.dst.Write(ctx, b)
-		cancel()
-		if err == nil {
-			break
-		}
-	}
+	p.waiters = nil
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	err := w.dst.Write(ctx, b)
+	cancel()
 	if w.onCommit != nil {
 		w.onCommit(b, err)
 	}
 	if err != nil {
-		w.dropped.Add(n)
+		w.failures.Add(1)
 		err = fmt.Errorf("writing batch of %d rows: %w", n, err)
 		w.lastErr.CompareAndSwap(nil, &err)
+		w.health.Store(&err)
+		if !w.failing {
+			w.failing = true
+			w.backoff.Reset()
+		}
+		w.retry.Reset(w.backoff.NextBackOff())
 	} else {
+		*p = pending{}
 		w.batches.Add(1)
 		w.rows.Add(n)
+		w.health.Store(nil)
+		w.failing = false
+		w.retry.Stop()
 	}
-	w.health.Store(&err)
 	for _, d := range waiters {
 		d <- err
 	}
 }
 
-// Healthy returns the error of the latest commit, nil when it succeeded or
-// none was tried yet: readiness reports a store that cannot be written.
+// Healthy returns why the store cannot be written, nil while the latest
+// commit succeeded: readiness reports a store that cannot be written.
 func (w *Writer) Healthy() error {
 	if e := w.health.Load(); e != nil {
 		return *e
