@@ -129,7 +129,7 @@ func startAgent(t *testing.T, caps []string) *runningAgent {
 			t.Errorf("agent exit after SIGTERM: %v\n%s", err, a.stderr)
 		}
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), testutil.EventuallyBound) // only stops a hang
 	defer cancel()
 	for {
 		if code, _ := a.get(ctx, "/readyz", false); code == http.StatusOK {
@@ -191,7 +191,7 @@ func TestAgentUnderChartCapabilities(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), testutil.EventuallyBound) // only stops a hang
 	defer cancel()
 	for {
 		_, body := a.get(ctx, "/metrics", false)

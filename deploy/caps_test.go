@@ -14,7 +14,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 
@@ -49,7 +48,7 @@ var nobody = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gi
 func runCapture(t *testing.T, caps []string, tag string) captureRun {
 	t.Helper()
 	preID, liveID := "pre-"+tag, "live-"+tag
-	pre := exec.Command("/bin/sleep", "60")
+	pre := exec.Command("/bin/sleep", "86400") // killed below: it must outlive a slow capture start
 	pre.Env = []string{"KUBERNETES_EXEC_AUDIT_ID=" + preID}
 	pre.SysProcAttr = nobody
 	if err := pre.Start(); err != nil {
@@ -102,7 +101,7 @@ func runCapture(t *testing.T, caps []string, tag string) captureRun {
 	go func() { cmd.Wait(); stderrW.Close(); close(exited) }()
 	defer func() { cmd.Process.Kill(); <-exited }()
 
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), testutil.EventuallyBound) // only stops a hang
 	defer cancel()
 	select {
 	case <-capturing:

@@ -2,8 +2,8 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,7 +67,7 @@ func TestCaptureCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
+	var stderr syncBuffer // polled while the binary writes it
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -87,11 +87,12 @@ func TestCaptureCommand(t *testing.T) {
 		}
 		close(lines)
 	}()
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(stderr.String(), "capturing"); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("capture did not start: %s", stderr.String())
+	testutil.EventuallyNil(t, func() error {
+		if !strings.Contains(stderr.String(), "capturing") {
+			return fmt.Errorf("capture did not start: %s", stderr.String())
 		}
-	}
+		return nil
+	})
 	added := map[link.ID]bool{}
 	for id := range ourLinks(t) {
 		if !before[id] {
@@ -108,7 +109,7 @@ func TestCaptureCommand(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	var seen bool
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(testutil.EventuallyBound) // only stops a hang
 	for !seen {
 		select {
 		case ev, ok := <-lines:

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/store"
@@ -46,7 +45,7 @@ func TestEndToEndAdversary(t *testing.T) {
 		_, _ = a.ctr.Exec(ctx, []string{"sh", "-c", "/bin/sleep 86400; true", m + "-alice"}, auditKey+"="+alice.AuditID)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	a.waitFor(m+"-alice", 20*time.Second, func(ps []store.Process) error {
+	a.waitFor(m+"-alice", 0, func(ps []store.Process) error {
 		if len(ps) == 0 {
 			return fmt.Errorf("alice's session not stored yet")
 		}
@@ -68,7 +67,7 @@ func TestEndToEndAdversary(t *testing.T) {
 	}
 	var forged []store.Process
 	for _, kind := range []string{"inplace", "reexec", "clone"} {
-		ps := a.waitFor(m+"-"+kind, 20*time.Second, func(ps []store.Process) error {
+		ps := a.waitFor(m+"-"+kind, 0, func(ps []store.Process) error {
 			echo := byArgv(ps, "/bin/echo", m+"-"+kind)
 			if echo == nil {
 				return fmt.Errorf("%s forgery: echo not stored yet", kind)
@@ -154,7 +153,7 @@ func TestEndToEndAgentKilled(t *testing.T) {
 			auditKey+"="+bob.AuditID)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	first.waitFor(m+"-bob", 20*time.Second, func(ps []store.Process) error {
+	first.waitFor(m+"-bob", 0, func(ps []store.Process) error {
 		if len(ps) == 0 {
 			return fmt.Errorf("bob's root not stored yet")
 		}
@@ -164,7 +163,7 @@ func TestEndToEndAgentKilled(t *testing.T) {
 
 	second := env.start()
 	second.exec(testutil.ExecRequest{}, "sh", "-c", "while [ ! -p /tmp/go ]; do sleep 0.05; done; echo go > /tmp/go")
-	ps := second.waitFor(m+"-after", 30*time.Second, func(ps []store.Process) error {
+	ps := second.waitFor(m+"-after", 0, func(ps []store.Process) error {
 		if byArgv(ps, "/bin/echo", m+"-after") == nil {
 			return fmt.Errorf("bob's command after the restart not stored yet")
 		}
@@ -178,7 +177,7 @@ func TestEndToEndAgentKilled(t *testing.T) {
 	carol := second.request("carol", "sh")
 	second.writeLog(carol)
 	second.exec(carol, "sh", "-c", "/bin/echo "+m+"-carol; true")
-	second.waitFor(m+"-carol", 20*time.Second, func(ps []store.Process) error {
+	second.waitFor(m+"-carol", 0, func(ps []store.Process) error {
 		if len(ps) < 2 {
 			return fmt.Errorf("%d of carol's processes stored, want 2", len(ps))
 		}

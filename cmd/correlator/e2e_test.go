@@ -13,9 +13,10 @@ import (
 	"github.com/execid/correlator/pkg/store"
 )
 
-// e2ePendingTTL is long enough for the 60 s late record and short enough
-// for the no-record scenario to see its flag.
-const e2ePendingTTL = 75 * time.Second
+// e2ePendingTTL outlasts the record that comes 60 s late by
+// testutil.EventuallyBound, the time the agent may take to read it however
+// busy the machine; the no-record scenario waits it out to see its flag.
+const e2ePendingTTL = 60*time.Second + testutil.EventuallyBound
 
 // TestEndToEnd runs every scenario of the issue against one real agent
 // (BPF in the kernel, SQLite on disk, HTTP on loopback) watching one real
@@ -78,7 +79,7 @@ func scenarioOverlapping(t *testing.T, a *e2eAgent) {
 	a.writeLog(alice)  // one by file
 	a.postWebhook(bob) // one by webhook
 	for _, req := range []testutil.ExecRequest{alice, bob} {
-		ps := a.waitFor(m+"-"+req.User, 20*time.Second, func(ps []store.Process) error {
+		ps := a.waitFor(m+"-"+req.User, 0, func(ps []store.Process) error {
 			if len(ps) != 2 { // the shell and its echo
 				return fmt.Errorf("%d processes, want 2", len(ps))
 			}
@@ -107,7 +108,7 @@ func scenarioForks(t *testing.T, a *e2eAgent) {
 	a.postWebhook(req) // the record first this time
 	a.exec(req, "sh", "-c", fmt.Sprintf(
 		"(/bin/echo %[1]s-sub; true); /bin/sh -c '/bin/sleep 0.3 %[1]s-bg & true'; /bin/sh -c \"trap '' HUP; /bin/echo %[1]s-nohup & true\"; /bin/sleep 0.5; true", m))
-	ps := a.waitFor(m, 20*time.Second, func(ps []store.Process) error {
+	ps := a.waitFor(m, 0, func(ps []store.Process) error {
 		for _, want := range [][]string{{"/bin/echo", m + "-sub"}, {"/bin/sleep", "0.3"}, {"/bin/echo", m + "-nohup"}} {
 			if byArgv(ps, want...) == nil {
 				return fmt.Errorf("no process %q yet", want)
@@ -136,7 +137,7 @@ func scenarioTamper(t *testing.T, a *e2eAgent) {
 	a.exec(req, "sh", "-c", fmt.Sprintf(
 		"(unset %[1]s; /bin/echo %[2]s-removed; true); %[1]s=%[3]s /bin/echo %[2]s-forged; true", auditKey, m, forged))
 	a.writeLog(req)
-	ps := a.waitFor(m, 20*time.Second, func(ps []store.Process) error {
+	ps := a.waitFor(m, 0, func(ps []store.Process) error {
 		if byArgv(ps, "/bin/echo", m+"-removed") == nil || byArgv(ps, "/bin/echo", m+"-forged") == nil {
 			return fmt.Errorf("tampered processes not stored yet")
 		}
@@ -170,7 +171,7 @@ func scenarioForgedRoot(t *testing.T, a *e2eAgent) {
 	// Someone inside the container, with no exec session of their own (no
 	// audit ID from the runtime), copies erin's ID into a child.
 	a.exec(testutil.ExecRequest{}, "sh", "-c", fmt.Sprintf("%s=%s /bin/echo %s-forger; true", auditKey, victim.AuditID, m))
-	ps := a.waitFor(m+"-forger", 20*time.Second, func(ps []store.Process) error {
+	ps := a.waitFor(m+"-forger", 0, func(ps []store.Process) error {
 		if p := byArgv(ps, "/bin/echo", m+"-forger"); p == nil || !slices.Contains(p.Flags, "root_unverified") {
 			return fmt.Errorf("forged root not stored with root_unverified yet")
 		}
@@ -180,7 +181,7 @@ func scenarioForgedRoot(t *testing.T, a *e2eAgent) {
 	if f.AuditID != "" || f.Attribution != "" || f.ClaimedAuditID != victim.AuditID {
 		t.Errorf("forged root: auditID %q attribution %q claimed %q; want unattributed, claiming %s", f.AuditID, f.Attribution, f.ClaimedAuditID, victim.AuditID)
 	}
-	a.waitFor(m+"-victim", 20*time.Second, func(ps []store.Process) error { return attributed(ps, victim.AuditID, "audit_id", "inherited") })
+	a.waitFor(m+"-victim", 0, func(ps []store.Process) error { return attributed(ps, victim.AuditID, "audit_id", "inherited") })
 	v, err := a.client.Session(context.Background(), victim.AuditID)
 	if err != nil {
 		t.Fatal(err)
@@ -198,9 +199,10 @@ func scenarioForgedRoot(t *testing.T, a *e2eAgent) {
 func scenarioLateRecord(t *testing.T, a *e2eAgent) {
 	m := marker()
 	req := a.request("frank", "sh")
+	start := time.Now()
 	a.exec(req, "sh", "-c", fmt.Sprintf("/bin/echo %s-late; true", m))
 	// Stored first, waiting for its record.
-	a.waitFor(m, 20*time.Second, func(ps []store.Process) error {
+	a.waitFor(m, 0, func(ps []store.Process) error {
 		if len(ps) != 2 {
 			return fmt.Errorf("%d processes, want 2", len(ps))
 		}
@@ -211,9 +213,11 @@ func scenarioLateRecord(t *testing.T, a *e2eAgent) {
 		}
 		return nil
 	})
-	time.Sleep(60 * time.Second)
+	// Deliberately late: 60 s after the exec, however long storing took (the
+	// pending TTL runs from the processes, not from this wait).
+	time.Sleep(time.Until(start.Add(60 * time.Second)))
 	a.writeLog(req)
-	a.waitFor(m, 20*time.Second, func(ps []store.Process) error { return attributed(ps, req.AuditID, "audit_id", "inherited") })
+	a.waitFor(m, 0, func(ps []store.Process) error { return attributed(ps, req.AuditID, "audit_id", "inherited") })
 	if u := a.sessionUser(req.AuditID); u != "frank" {
 		t.Errorf("late session user = %q", u)
 	}
@@ -226,7 +230,7 @@ func scenarioDeniedReplay(t *testing.T, a *e2eAgent) {
 	a.postWebhook(denied)
 	// The denied request never ran; someone replays its ID in a session.
 	a.exec(denied, "sh", "-c", fmt.Sprintf("/bin/echo %s-replay; true", m))
-	ps := a.waitFor(m, 20*time.Second, func(ps []store.Process) error {
+	ps := a.waitFor(m, 0, func(ps []store.Process) error {
 		p := byArgv(ps, "/bin/echo", m+"-replay")
 		if p == nil || !slices.Contains(p.Flags, "denied_exec") {
 			return fmt.Errorf("replayed process not flagged denied_exec yet")
@@ -251,7 +255,7 @@ func scenarioNoRecord(t *testing.T, a *e2eAgent) {
 	m := marker()
 	req := a.request("nobody", "sh")
 	a.exec(req, "sh", "-c", fmt.Sprintf("/bin/echo %s-orphan; true", m))
-	a.waitFor(m, e2ePendingTTL+30*time.Second, func(ps []store.Process) error {
+	a.waitFor(m, e2ePendingTTL, func(ps []store.Process) error {
 		if len(ps) != 2 {
 			return fmt.Errorf("%d processes, want 2", len(ps))
 		}

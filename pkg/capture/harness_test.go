@@ -90,25 +90,23 @@ func (h *harness) stop() {
 }
 
 // waitFor returns the first event matching pred, waiting for it to arrive.
-// The bound only stops a broken test from hanging; nothing is timed.
+// The bound (testutil.EventuallyBound) only stops a broken test from
+// hanging; nothing is timed.
 func (h *harness) waitFor(what string, pred func(Event) bool) Event {
 	h.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var found Event
+	testutil.EventuallyNil(h.t, func() error {
 		h.mu.Lock()
+		defer h.mu.Unlock()
 		for _, ev := range h.events {
 			if pred(ev) {
-				h.mu.Unlock()
-				return ev
+				found = ev
+				return nil
 			}
 		}
-		n := len(h.events)
-		h.mu.Unlock()
-		if time.Now().After(deadline) {
-			h.t.Fatalf("no event %s among %d events", what, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("no event %s among %d events", what, len(h.events))
+	})
+	return found
 }
 
 // all returns the events matching pred collected so far.
