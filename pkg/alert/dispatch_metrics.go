@@ -1,18 +1,23 @@
 package alert
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
 
 // dispatchMetrics are the per-sink delivery metrics.
 type dispatchMetrics struct {
 	sent, failures, retries, spooled *prometheus.CounterVec
-	dropped                          *prometheus.CounterVec
+	dropped, cursorInvalid           *prometheus.CounterVec
 	depth, depthBytes                *prometheus.GaugeVec
 }
 
 // dropReasons: overflow (spool full, oldest dropped), too_large (one alert
 // larger than the spool), corrupt (torn or damaged spool records), rejected
-// (the receiver refused the batch as malformed; retrying cannot help).
-var dropReasons = []string{"overflow", "too_large", "corrupt", "rejected"}
+// (the receiver refused the batch as malformed; retrying cannot help),
+// disk_full (the spool's filesystem had no room for a new alert),
+// write_error (writing the spool failed otherwise).
+var dropReasons = []string{"overflow", "too_large", "corrupt", "rejected", "disk_full", "write_error"}
 
 func newDispatchMetrics(reg prometheus.Registerer) (*dispatchMetrics, error) {
 	cv := func(name, help string, labels ...string) *prometheus.CounterVec {
@@ -24,6 +29,8 @@ func newDispatchMetrics(reg prometheus.Registerer) (*dispatchMetrics, error) {
 		retries:  cv("correlator_alert_sink_retries_total", "Alerts sent again after a failed attempt."),
 		spooled:  cv("correlator_alert_spooled_total", "Alerts written to a sink's spool."),
 		dropped:  cv("correlator_alert_dropped_total", "Alerts dropped, by reason.", "reason"),
+		cursorInvalid: cv("correlator_alert_spool_cursor_invalid_total",
+			"Spool read positions found unreadable at start; delivery restarted at the oldest spooled alert, so some may be sent again."),
 		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "correlator_alert_spool_depth", Help: "Alerts in a sink's spool, not yet delivered.",
 		}, []string{"sink"}),
@@ -34,7 +41,7 @@ func newDispatchMetrics(reg prometheus.Registerer) (*dispatchMetrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.sent, m.failures, m.retries, m.spooled, m.dropped, m.depth, m.depthBytes} {
+	for _, c := range []prometheus.Collector{m.sent, m.failures, m.retries, m.spooled, m.dropped, m.cursorInvalid, m.depth, m.depthBytes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -42,10 +49,11 @@ func newDispatchMetrics(reg prometheus.Registerer) (*dispatchMetrics, error) {
 	return m, nil
 }
 
-// sinkEvents binds the metrics to one sink, for its spool.
+// sinkEvents binds the metrics and the logger to one sink, for its spool.
 type sinkEvents struct {
 	m    *dispatchMetrics
 	sink string
+	log  zerolog.Logger
 }
 
 func (e sinkEvents) dropped(reason string, n int) {
@@ -57,8 +65,13 @@ func (e sinkEvents) depth(entries int, bytes int64) {
 	e.m.depthBytes.WithLabelValues(e.sink).Set(float64(bytes))
 }
 
+func (e sinkEvents) cursorInvalid(err error) {
+	e.m.cursorInvalid.WithLabelValues(e.sink).Inc()
+	e.log.Warn().Err(err).Msg("spool cursor unreadable: delivering again from the oldest spooled alert")
+}
+
 func (e sinkEvents) init() {
-	for _, c := range []*prometheus.CounterVec{e.m.sent, e.m.failures, e.m.retries, e.m.spooled} {
+	for _, c := range []*prometheus.CounterVec{e.m.sent, e.m.failures, e.m.retries, e.m.spooled, e.m.cursorInvalid} {
 		c.WithLabelValues(e.sink)
 	}
 	for _, r := range dropReasons {

@@ -30,9 +30,13 @@ type DispatcherConfig struct {
 	SpoolDir string
 	// SpoolMaxBytes and SpoolMaxEntries bound each sink's spool (defaults
 	// 256 MiB and 1,000,000); when full, the oldest alerts are dropped, an
-	// eighth of the bound at a time.
+	// eighth of the bound at a time. Whatever the bound, a spool stops
+	// short of the last SpoolMinFree bytes free on its filesystem (default
+	// 64 KiB, kept for saving read positions): alerts that do not fit are
+	// dropped as disk_full.
 	SpoolMaxBytes   int64
 	SpoolMaxEntries int
+	SpoolMinFree    int64
 	// BatchSize is the most alerts one Deliver call gets (default 500).
 	BatchSize int
 	// DeliverTimeout bounds one Deliver call (default 30s).
@@ -51,6 +55,7 @@ func (c DispatcherConfig) withDefaults() DispatcherConfig {
 		}
 	}
 	def(&c.SpoolMaxBytes, 256<<20)
+	def(&c.SpoolMinFree, 64<<10)
 	for _, p := range []struct {
 		v *int
 		d int
@@ -113,16 +118,16 @@ func NewDispatcher(cfg DispatcherConfig, sinks []Deliverer, log zerolog.Logger, 
 			return nil, fmt.Errorf("creating alert dispatcher: sink %s given twice", name)
 		}
 		seen[name] = true
-		ev := sinkEvents{m: m, sink: name}
+		sinkLog := d.log.With().Str("sink", name).Logger()
+		ev := sinkEvents{m: m, sink: name, log: sinkLog}
 		ev.init()
 		sp, err := openSpool(filepath.Join(cfg.SpoolDir, spoolDirName(name)),
-			spoolLimits{maxBytes: cfg.SpoolMaxBytes, maxEntries: cfg.SpoolMaxEntries}, ev)
+			spoolLimits{maxBytes: cfg.SpoolMaxBytes, maxEntries: cfg.SpoolMaxEntries, minFree: cfg.SpoolMinFree}, ev)
 		if err != nil {
 			d.closeSpools()
 			return nil, fmt.Errorf("opening spool for sink %s: %w", name, err)
 		}
-		d.sinks = append(d.sinks, &sinkState{d: s, name: name, spool: sp, wake: make(chan struct{}, 1), ev: ev,
-			log: d.log.With().Str("sink", name).Logger()})
+		d.sinks = append(d.sinks, &sinkState{d: s, name: name, spool: sp, wake: make(chan struct{}, 1), ev: ev, log: sinkLog})
 	}
 	return d, nil
 }
@@ -143,7 +148,9 @@ func spoolDirName(name string) string {
 }
 
 // Submit writes the alerts to every sink's spool; once it returns nil they
-// are on disk and will be delivered, across restarts, at least once.
+// are on disk and will be delivered, across restarts, at least once. Alerts
+// a spool cannot hold (its disk is full: the error wraps ErrDiskFull) are
+// counted as dropped and logged; the other sinks still get them.
 func (d *Dispatcher) Submit(ctx context.Context, alerts []store.Alert) error {
 	if len(alerts) == 0 {
 		return nil
@@ -161,11 +168,16 @@ func (d *Dispatcher) Submit(ctx context.Context, alerts []store.Alert) error {
 	}
 	var errs []error
 	for _, s := range d.sinks {
-		if err := s.spool.append(recs); err != nil {
+		n, lost, err := s.spool.append(recs)
+		s.ev.m.spooled.WithLabelValues(s.name).Add(float64(n))
+		if err != nil {
+			s.log.Error().Err(err).Str("reason", lossReason(err)).Int("dropped", lost).Int("spooled", n).
+				Msg("dropping alerts the spool could not write")
 			errs = append(errs, fmt.Errorf("spooling alerts for sink %s: %w", s.name, err))
+		}
+		if n == 0 {
 			continue
 		}
-		s.ev.m.spooled.WithLabelValues(s.name).Add(float64(len(recs)))
 		select {
 		case s.wake <- struct{}{}:
 		default:
@@ -273,7 +285,8 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, s *sinkState, retry bool)
 		return 0, err // not delivered: stays in the spool
 	}
 	if err := s.spool.ack(next, len(recs)); err != nil {
-		return len(recs), err
+		// Delivered, but a restart would send these again.
+		s.log.Warn().Err(err).Int("alerts", len(recs)).Msg("saving the spool position after delivery")
 	}
 	return len(recs), nil
 }

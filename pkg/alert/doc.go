@@ -8,4 +8,7 @@
 // the spool and retries with exponential backoff until the sink accepts the
 // batch. Every alert carries a stable ID (a hash of the rule, the audit
 // ID, the process ID and the matched fact) for the receiver to dedupe on.
+// A spool frees what it delivered at once and stops short of a small
+// reserve of free disk space; an alert it cannot hold is counted in
+// correlator_alert_dropped_total and logged, never dropped in silence.
 package alert

@@ -7,7 +7,6 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 )
 
@@ -16,27 +15,42 @@ import (
 // is a little-endian uint32 length, a CRC-32C of the payload, and the
 // payload. A crash can leave a torn record at a segment's tail: opening
 // truncates it away and counts it. The read position lives in the file
-// "cursor", replaced by rename after each delivered batch; losing it only
-// redelivers (delivery is at least once).
+// "cursor" (spool_cursor.go), replaced atomically after each delivered
+// batch. A segment is deleted as soon as all of it is delivered, the one
+// appended to included, so delivered alerts never hold disk space.
+//
+// Delivery is at least once: a crash between a sink accepting a batch and
+// the cursor reaching disk sends that batch again after the restart.
 const (
 	segMagic      = "CSPOOL1\n"
 	recHeader     = 8
 	maxRecordSize = 16 << 20
-	cursorFile    = "cursor"
 )
+
+// ErrDiskFull marks alerts a spool could not hold because its filesystem
+// is full (or within the spool's free-space reserve).
+var ErrDiskFull = errors.New("spool filesystem full")
+
+var errSpoolClosed = errors.New("spool closed")
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // spoolLimits bound one spool; when full, the oldest segment is dropped.
+// minFree is free space the spool leaves on its filesystem, so that saving
+// the read position and starting a segment still work when it is full.
 type spoolLimits struct {
 	maxBytes   int64
 	maxEntries int
+	minFree    int64
 }
 
 // spoolEvents receives what a spool drops, and its depth.
 type spoolEvents interface {
 	dropped(reason string, n int)
 	depth(entries int, bytes int64)
+	// cursorInvalid reports a cursor file that could not be read: delivery
+	// restarts at the oldest segment, sending some alerts again.
+	cursorInvalid(err error)
 }
 
 type segment struct {
@@ -58,19 +72,24 @@ type spool struct {
 	segMax spoolLimits
 	ev     spoolEvents
 
-	mu      sync.Mutex
-	segs    []*segment // oldest first; the last is the one appended to
-	head    pos
+	mu   sync.Mutex
+	segs []*segment // oldest first
+	// head is the next record to deliver; with no segments it is the start
+	// of the next one.
+	head pos
+	// active is the last segment, open for appending; nil when the next
+	// append starts a new segment.
 	active  *os.File
+	nextID  uint64 // the next segment's id, above every id used before
 	entries int
 	bytes   int64
 	closed  bool
 	rfile   *os.File // the head segment, open for reading
 	rseg    uint64
-}
 
-func segPath(dir string, id uint64) string {
-	return filepath.Join(dir, fmt.Sprintf("seg-%020d.log", id))
+	buf   []byte // records encoded for the active segment, not yet written
+	bufN  int
+	wrote int // records written by the current append call
 }
 
 // parseRecord reads one record from b: its payload and total length; ok is
@@ -96,114 +115,143 @@ func appendRecord(dst, payload []byte) []byte {
 	return append(dst, payload...)
 }
 
-func (s *spool) newSegment(id uint64) error {
-	f, err := os.OpenFile(segPath(s.dir, id), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("creating spool segment: %w", err)
-	}
-	if _, err := f.Write([]byte(segMagic)); err != nil {
-		f.Close()
-		return fmt.Errorf("writing spool segment: %w", err)
-	}
-	if s.active != nil {
-		if err := s.active.Sync(); err != nil {
-			f.Close()
-			return fmt.Errorf("syncing spool segment: %w", err)
-		}
-		s.active.Close()
-	}
-	s.active = f
-	s.segs = append(s.segs, &segment{id: id, size: int64(len(segMagic))})
-	return syncDir(s.dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing spool directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing spool directory: %w", err)
-	}
-	return nil
-}
-
-// dropOldest drops the oldest segment's undelivered records.
-func (s *spool) dropOldest() {
-	old := s.segs[0]
-	s.segs = s.segs[1:]
-	s.entries -= old.entries
-	s.bytes -= old.bytes
-	s.ev.dropped("overflow", old.entries)
-	_ = os.Remove(segPath(s.dir, old.id))
-	s.head = pos{s.segs[0].id, int64(len(segMagic))}
-}
-
 // append writes the records and fsyncs; when the spool is full it drops
-// the oldest segments first.
-func (s *spool) append(records [][]byte) error {
+// the oldest segments first. It returns how many records it spooled and how
+// many it lost: too large ones are counted and skipped; on an error (a full
+// disk wraps ErrDiskFull) every record not yet written is counted and lost.
+func (s *spool) append(records [][]byte) (spooled, lost int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return errors.New("spool closed")
+		return 0, len(records), errSpoolClosed
 	}
-	var buf []byte
-	var n int
-	flush := func() error {
-		if len(buf) == 0 {
-			return nil
-		}
-		act := s.segs[len(s.segs)-1]
-		if _, err := s.active.Write(buf); err != nil {
-			_ = s.active.Truncate(act.size) // leave no torn record behind
-			return fmt.Errorf("writing spool: %w", err)
-		}
-		act.size += int64(len(buf))
-		act.entries += n
-		act.bytes += int64(len(buf))
-		s.entries += n
-		s.bytes += int64(len(buf))
-		buf, n = buf[:0], 0
-		return nil
-	}
+	s.wrote = 0
+	room := s.room()
+	tooLarge := 0
 	for _, r := range records {
 		sz := int64(recHeader + len(r))
 		if sz > s.limits.maxBytes || len(r) > maxRecordSize {
-			s.ev.dropped("too_large", 1)
+			tooLarge++
 			continue
 		}
-		act := s.segs[len(s.segs)-1]
-		if act.size+int64(len(buf)) >= s.segMax.maxBytes || act.entries+n >= s.segMax.maxEntries {
-			if err := flush(); err != nil {
-				return err
-			}
-			if err := s.newSegment(act.id + 1); err != nil {
-				return err
-			}
+		if sz > room {
+			err = fmt.Errorf("writing spool segment: %w", ErrDiskFull)
+			break
 		}
-		for s.bytes+int64(len(buf))+sz > s.limits.maxBytes || s.entries+n+1 > s.limits.maxEntries {
-			if err := flush(); err != nil {
-				return err
-			}
-			if len(s.segs) == 1 {
-				if err := s.newSegment(s.segs[0].id + 1); err != nil {
-					return err
-				}
-			}
-			s.dropOldest()
+		if err = s.fit(sz); err != nil {
+			break
 		}
-		buf = appendRecord(buf, r)
-		n++
+		s.buf = appendRecord(s.buf, r)
+		s.bufN++
+		room -= sz
 	}
-	if err := flush(); err != nil {
-		return err
+	if ferr := s.flush(); err == nil {
+		err = ferr
 	}
-	if err := s.active.Sync(); err != nil {
-		return fmt.Errorf("syncing spool: %w", err)
+	if err == nil && s.active != nil {
+		if serr := s.active.Sync(); serr != nil {
+			err = fmt.Errorf("syncing spool segment: %w", serr)
+		}
+	}
+	if tooLarge > 0 {
+		s.ev.dropped("too_large", tooLarge)
+	}
+	lost = len(records) - s.wrote - tooLarge
+	if lost > 0 {
+		s.ev.dropped(lossReason(err), lost)
 	}
 	s.ev.depth(s.entries, s.bytes)
+	return s.wrote, lost + tooLarge, err
+}
+
+// lossReason is the dropped{reason} for alerts an append error lost.
+func lossReason(err error) string {
+	if errors.Is(err, ErrDiskFull) {
+		return "disk_full"
+	}
+	return "write_error"
+}
+
+// fit makes room for a record of sz bytes: it starts a new segment when the
+// active one is full and drops the oldest while the spool is over its bound.
+func (s *spool) fit(sz int64) error {
+	if s.active != nil {
+		act := s.segs[len(s.segs)-1]
+		if act.size+int64(len(s.buf)) >= s.segMax.maxBytes || act.entries+s.bufN >= s.segMax.maxEntries {
+			if err := s.flush(); err != nil {
+				return err
+			}
+			if err := s.seal(); err != nil {
+				return err
+			}
+		}
+	}
+	for s.bytes+int64(len(s.buf))+sz > s.limits.maxBytes || s.entries+s.bufN+1 > s.limits.maxEntries {
+		if err := s.flush(); err != nil {
+			return err
+		}
+		if len(s.segs) == 0 {
+			break // nothing left to drop
+		}
+		if len(s.segs) == 1 {
+			if err := s.seal(); err != nil {
+				return err
+			}
+		}
+		s.dropOldest()
+	}
+	if s.active == nil {
+		return s.newSegment()
+	}
 	return nil
+}
+
+// flush writes the buffered records to the active segment; on an error
+// they are lost.
+func (s *spool) flush() error {
+	if s.bufN == 0 {
+		return nil
+	}
+	buf, n := s.buf, s.bufN
+	s.buf, s.bufN = s.buf[:0], 0
+	act := s.segs[len(s.segs)-1]
+	if _, err := s.active.Write(buf); err != nil {
+		if terr := s.active.Truncate(act.size); terr != nil {
+			// A torn record stays at the tail: append no more after it.
+			s.active.Close()
+			s.active = nil
+		}
+		return fmt.Errorf("writing spool segment: %w", diskFull(err))
+	}
+	act.size += int64(len(buf))
+	act.entries += n
+	act.bytes += int64(len(buf))
+	s.entries += n
+	s.bytes += int64(len(buf))
+	s.wrote += n
+	return nil
+}
+
+// diskFull wraps ErrDiskFull around an error that says the disk is full.
+func diskFull(err error) error {
+	if isNoSpace(err) {
+		return fmt.Errorf("%w: %w", ErrDiskFull, err)
+	}
+	return err
+}
+
+// room is how many bytes the spool may write before reaching its
+// free-space reserve.
+func (s *spool) room() int64 {
+	const unbounded = 1 << 62
+	if s.limits.minFree <= 0 {
+		return unbounded
+	}
+	free, ok := freeBytes(s.dir)
+	if !ok {
+		return unbounded
+	}
+	return free - s.limits.minFree
 }
 
 // peek reads up to maxN records (and about maxBytes) from the head,
@@ -212,19 +260,20 @@ func (s *spool) peek(maxN int, maxBytes int64) (records [][]byte, next pos, err 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, pos{}, errors.New("spool closed")
+		return nil, pos{}, errSpoolClosed
 	}
 	s.advance()
-	seg := s.segs[0]
-	if s.head.off >= seg.size {
+	if len(s.segs) == 0 || s.head.off >= s.segs[0].size {
 		return nil, s.head, nil
 	}
+	seg := s.segs[0]
 	if s.rfile == nil || s.rseg != seg.id {
 		if s.rfile != nil {
 			s.rfile.Close()
 		}
 		f, err := os.Open(segPath(s.dir, seg.id))
 		if err != nil {
+			s.rfile = nil
 			return nil, pos{}, fmt.Errorf("opening spool segment: %w", err)
 		}
 		s.rfile, s.rseg = f, seg.id
@@ -263,21 +312,13 @@ func (s *spool) peek(maxN int, maxBytes int64) (records [][]byte, next pos, err 
 	return records, pos{seg.id, s.head.off + int64(off)}, nil
 }
 
-// advance moves the head off a fully read segment that is no longer
-// appended to, deleting it.
-func (s *spool) advance() {
-	for len(s.segs) > 1 && s.head.off >= s.segs[0].size {
-		_ = os.Remove(segPath(s.dir, s.segs[0].id))
-		s.segs = s.segs[1:]
-		s.head = pos{s.segs[0].id, int64(len(segMagic))}
-	}
-}
-
-// ack consumes n records up to next, unless their segment was dropped.
+// ack consumes n records up to next, unless their segment was dropped, and
+// saves the new read position. An error means the position is not on disk:
+// a restart sends those records again.
 func (s *spool) ack(next pos, n int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || next.seg != s.head.seg || next.off <= s.head.off {
+	if s.closed || len(s.segs) == 0 || next.seg != s.head.seg || next.off <= s.head.off {
 		return nil
 	}
 	seg := s.segs[0]
@@ -288,6 +329,15 @@ func (s *spool) ack(next pos, n int) error {
 	s.bytes -= used
 	s.head = next
 	s.advance()
+	if len(s.segs) == 1 && s.active != nil && s.head.off >= s.segs[0].size {
+		// All delivered: delete the active segment too rather than waiting
+		// for it to fill, so a full disk gets the space back now. The next
+		// append starts a segment with a new id, so the cursor never points
+		// into reused bytes.
+		s.active.Close()
+		s.active = nil
+		s.advance()
+	}
 	s.ev.depth(s.entries, s.bytes)
 	return writeCursor(s.dir, s.head)
 }
@@ -308,6 +358,9 @@ func (s *spool) close() error {
 	s.closed = true
 	if s.rfile != nil {
 		s.rfile.Close()
+	}
+	if s.active == nil {
+		return nil
 	}
 	err := s.active.Sync()
 	if cerr := s.active.Close(); err == nil {

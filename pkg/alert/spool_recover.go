@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,7 +12,8 @@ import (
 	"strings"
 )
 
-// openSpool opens or creates the spool in dir, recovering from a crash.
+// openSpool opens or creates the spool in dir, recovering from a crash. It
+// writes nothing but truncations and deletions, so it works on a full disk.
 func openSpool(dir string, limits spoolLimits, ev spoolEvents) (*spool, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating spool directory: %w", err)
@@ -31,35 +33,45 @@ func openSpool(dir string, limits spoolLimits, ev spoolEvents) (*spool, error) {
 	}
 	slices.Sort(ids)
 	cur, cerr := readCursor(dir)
-	if cerr != nil || !slices.Contains(ids, cur.seg) {
+	if cerr != nil {
+		if !errors.Is(cerr, fs.ErrNotExist) {
+			ev.cursorInvalid(cerr)
+		}
 		cur = pos{} // start at the oldest segment
 	}
+	// Segment ids only grow, past the cursor's too: a cursor left pointing
+	// at a deleted segment must never match a new one.
+	s.nextID = max(cur.seg+1, 1)
+	if len(ids) > 0 {
+		s.nextID = max(s.nextID, ids[len(ids)-1]+1)
+	}
+	start := int64(len(segMagic))
 	for _, id := range ids {
-		if cur.seg != 0 && id < cur.seg {
+		if id < cur.seg {
 			_ = os.Remove(segPath(dir, id)) // delivered before the restart
 			continue
 		}
-		seg, err := s.recover(id, cur)
+		seg, off, err := s.recover(id, cur)
 		if err != nil {
 			return nil, err
 		}
+		if seg == nil {
+			continue
+		}
+		if len(s.segs) == 0 {
+			start = off
+		}
 		s.segs = append(s.segs, seg)
 	}
-	if len(s.segs) == 0 {
-		if err := s.newSegment(1); err != nil {
-			return nil, err
-		}
-	} else {
+	s.head = pos{s.nextID, int64(len(segMagic))}
+	if len(s.segs) > 0 {
+		s.head = pos{s.segs[0].id, start}
 		last := s.segs[len(s.segs)-1]
 		f, err := os.OpenFile(segPath(dir, last.id), os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("opening spool segment: %w", err)
 		}
 		s.active = f
-	}
-	s.head = pos{s.segs[0].id, int64(len(segMagic))}
-	if cur.seg == s.segs[0].id && cur.off >= s.head.off {
-		s.head.off = cur.off
 	}
 	for _, seg := range s.segs {
 		s.entries += seg.entries
@@ -70,86 +82,57 @@ func openSpool(dir string, limits spoolLimits, ev spoolEvents) (*spool, error) {
 }
 
 // recover scans a segment, truncating a torn or corrupt tail, and counts
-// the records at or after cur (when cur is in this segment).
-func (s *spool) recover(id uint64, cur pos) (*segment, error) {
+// the records at or after cur (when cur is in this segment); off is where
+// delivery resumes in it. A segment without its header holds nothing that
+// can be read: it is deleted and nil returned.
+func (s *spool) recover(id uint64, cur pos) (seg *segment, off int64, err error) {
 	p := segPath(s.dir, id)
 	data, err := os.ReadFile(p)
 	if err != nil {
-		return nil, fmt.Errorf("reading spool segment: %w", err)
+		return nil, 0, fmt.Errorf("reading spool segment: %w", err)
 	}
-	seg := &segment{id: id, size: int64(len(segMagic))}
 	if !bytes.HasPrefix(data, []byte(segMagic)) {
-		s.ev.dropped("corrupt", 1)
-		return seg, rewriteSegment(p)
+		// A header cut short is a crash while creating it, before any
+		// record; anything else is damage.
+		if !bytes.HasPrefix([]byte(segMagic), data) {
+			s.ev.dropped("corrupt", 1)
+		}
+		if err := os.Remove(p); err != nil {
+			return nil, 0, fmt.Errorf("removing damaged spool segment: %w", err)
+		}
+		return nil, 0, nil
 	}
-	off, boundary := int64(len(segMagic)), cur.seg != id
+	seg = &segment{id: id}
+	start := int64(len(segMagic))
+	if cur.seg == id {
+		start = -1 // until a record boundary matches the cursor
+	}
+	end := int64(len(segMagic))
 	for {
-		rec, n, ok := parseRecord(data[off:])
+		if end == cur.off && cur.seg == id {
+			start = end
+		}
+		_, n, ok := parseRecord(data[end:])
 		if !ok {
 			break
 		}
-		_ = rec
-		if cur.seg != id || off >= cur.off {
-			seg.entries++
-			seg.bytes += int64(n)
-		}
-		if off == cur.off {
-			boundary = true
-		}
-		off += int64(n)
+		end += int64(n)
 	}
-	if off == cur.off {
-		boundary = true
+	if start < 0 { // the cursor is not on a record: deliver the segment again
+		start = int64(len(segMagic))
 	}
-	if !boundary { // the cursor is not on a record: deliver the segment again
-		return s.recover(id, pos{})
+	for o := start; o < end; {
+		_, n, _ := parseRecord(data[o:])
+		seg.entries++
+		seg.bytes += int64(n)
+		o += int64(n)
 	}
-	if off < int64(len(data)) {
+	if end < int64(len(data)) {
 		s.ev.dropped("corrupt", 1)
-		if err := os.Truncate(p, off); err != nil {
-			return nil, fmt.Errorf("truncating spool segment: %w", err)
+		if err := os.Truncate(p, end); err != nil {
+			return nil, 0, fmt.Errorf("truncating spool segment: %w", err)
 		}
 	}
-	seg.size = off
-	return seg, nil
-}
-
-func rewriteSegment(p string) error {
-	if err := os.WriteFile(p, []byte(segMagic), 0o600); err != nil {
-		return fmt.Errorf("rewriting spool segment: %w", err)
-	}
-	return nil
-}
-
-func writeCursor(dir string, p pos) error {
-	tmp := filepath.Join(dir, cursorFile+".tmp")
-	if err := os.WriteFile(tmp, fmt.Appendf(nil, "%d %d\n", p.seg, p.off), 0o600); err != nil {
-		return fmt.Errorf("writing spool cursor: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, cursorFile)); err != nil {
-		return fmt.Errorf("writing spool cursor: %w", err)
-	}
-	return nil
-}
-
-func readCursor(dir string) (pos, error) {
-	b, err := os.ReadFile(filepath.Join(dir, cursorFile))
-	if err != nil {
-		return pos{}, err
-	}
-	return parseCursor(b)
-}
-
-// parseCursor reads "SEGMENT OFFSET\n".
-func parseCursor(b []byte) (pos, error) {
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return pos{}, errors.New("malformed spool cursor")
-	}
-	seg, err1 := strconv.ParseUint(f[0], 10, 64)
-	off, err2 := strconv.ParseInt(f[1], 10, 64)
-	if err1 != nil || err2 != nil || off < int64(len(segMagic)) {
-		return pos{}, errors.New("malformed spool cursor")
-	}
-	return pos{seg, off}, nil
+	seg.size = end
+	return seg, start, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -11,6 +12,7 @@ import (
 type countingEvents struct {
 	drops   map[string]int
 	entries int
+	badCur  int // cursors reported invalid
 }
 
 func (c *countingEvents) dropped(reason string, n int) {
@@ -20,6 +22,7 @@ func (c *countingEvents) dropped(reason string, n int) {
 	c.drops[reason] += n
 }
 func (c *countingEvents) depth(entries int, _ int64) { c.entries = entries }
+func (c *countingEvents) cursorInvalid(error)        { c.badCur++ }
 
 func rec(i int) []byte { return fmt.Appendf(nil, `{"id":"%06d"}`, i) }
 
@@ -53,7 +56,7 @@ func TestSpoolSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 300 {
-		if err := s.append([][]byte{rec(i)}); err != nil {
+		if _, _, err := s.append([][]byte{rec(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,10 +85,10 @@ func TestSpoolSurvivesRestart(t *testing.T) {
 	if len(ev.drops) != 0 {
 		t.Errorf("drops %v", ev.drops)
 	}
-	// Segments that were fully read are deleted.
+	// Segments that were fully read are deleted, the last one too.
 	segs, _ := filepath.Glob(filepath.Join(dir, "seg-*.log"))
-	if len(segs) != 1 {
-		t.Errorf("%d segment files left after draining, want 1", len(segs))
+	if len(segs) != 0 {
+		t.Errorf("%d segment files left after draining, want 0", len(segs))
 	}
 	s.close()
 }
@@ -95,7 +98,7 @@ func TestSpoolTornTail(t *testing.T) {
 	ev := &countingEvents{}
 	lim := spoolLimits{maxBytes: 1 << 20, maxEntries: 1000}
 	s, _ := openSpool(dir, lim, ev)
-	if err := s.append([][]byte{rec(0), rec(1), rec(2)}); err != nil {
+	if _, _, err := s.append([][]byte{rec(0), rec(1), rec(2)}); err != nil {
 		t.Fatal(err)
 	}
 	s.close()
@@ -112,7 +115,7 @@ func TestSpoolTornTail(t *testing.T) {
 		t.Errorf("corrupt drops %d, want 1", ev.drops["corrupt"])
 	}
 	// Appending after recovery must not be hidden behind the torn bytes.
-	if err := s.append([][]byte{rec(4)}); err != nil {
+	if _, _, err := s.append([][]byte{rec(4)}); err != nil {
 		t.Fatal(err)
 	}
 	got := drain(t, s, 10)
@@ -154,7 +157,7 @@ func TestSpoolOverflowDropsOldest(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 200 {
-		if err := s.append([][]byte{rec(i)}); err != nil {
+		if _, _, err := s.append([][]byte{rec(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -206,12 +209,36 @@ func TestParseCursor(t *testing.T) {
 	for _, tc := range []struct {
 		in string
 		ok bool
-	}{{"3 8\n", true}, {"3 100", true}, {"3", false}, {"x 8", false}, {"3 7", false}, {"", false}, {"1 2 3", false}} {
+	}{
+		{string(formatCursor(pos{3, 8})), true},
+		{string(formatCursor(pos{3, 100})), true},
+		{"3 100 " + strings.Fields(string(formatCursor(pos{3, 100})))[2], false}, // no newline: cut short
+		{"3 100\n", false},
+		{"3 101 " + strings.Fields(string(formatCursor(pos{3, 100})))[2] + "\n", false}, // checksum mismatch
+		{string(formatCursor(pos{3, 7})), false},
+		{string(formatCursor(pos{0, 8})), false},
+		{"", false},
+		{"\x00\x00\x00\x00", false},
+	} {
 		_, err := parseCursor([]byte(tc.in))
 		if (err == nil) != tc.ok {
 			t.Errorf("parseCursor(%q) error %v", tc.in, err)
 		}
 	}
+}
+
+func FuzzParseCursor(f *testing.F) {
+	f.Add(formatCursor(pos{3, 100}))
+	f.Add([]byte("3 100\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := parseCursor(b)
+		if err != nil {
+			return
+		}
+		if string(formatCursor(p)) != string(b) {
+			t.Fatalf("%q parsed as %v, which formats as %q", b, p, formatCursor(p))
+		}
+	})
 }
 
 func FuzzParseRecord(f *testing.F) {
