@@ -52,6 +52,8 @@ type runOptions struct {
 	alerts         alertOptions
 	lookup         string
 	lookupPattern  string
+	memLimit       int64
+	memLimitRatio  float64
 }
 
 func newRunCmd(g *globalOptions) *cobra.Command {
@@ -75,6 +77,9 @@ func newRunCmd(g *globalOptions) *cobra.Command {
 			if err := o.validate(); err != nil {
 				return err
 			}
+			if err := memoryLimit(o.memLimit, o.memLimitRatio, g.logger()); err != nil {
+				return err
+			}
 			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer cancel()
 			return o.run(ctx, g.logger())
@@ -95,6 +100,8 @@ func newRunCmd(g *globalOptions) *cobra.Command {
 	f.BoolVar(&o.noCapture, "no-capture", false, "do not load the BPF probes (audit ingestion and API only)")
 	f.DurationVar(&o.agent.Join.PendingTTL, "pending-ttl", o.agent.Join.PendingTTL, "how long a process waits for its audit record")
 	o.capture.add(f)
+	f.Int64Var(&o.memLimit, "memory-limit-bytes", 0, "the container's memory limit (the chart passes limits.memory); the Go runtime then collects at --memory-limit-ratio of it")
+	f.Float64Var(&o.memLimitRatio, "memory-limit-ratio", 0.8, "share of --memory-limit-bytes the Go heap may use before collecting hard")
 	f.StringVar(&o.lookup, "audit-lookup", "", "ask this for audit records the node never saw: elasticsearch (with --es-url)")
 	f.StringVar(&o.lookupPattern, "audit-lookup-pattern", elasticsearch.ElasticAgentAuditPattern,
 		"Elastic Agent audit index pattern searched besides correlator's own (- for none)")

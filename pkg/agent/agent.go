@@ -31,13 +31,43 @@ type Config struct {
 	Queue int
 	// ExpireEvery is how often pending processes are checked against the TTL.
 	ExpireEvery time.Duration
-	// MaxRecords bounds the audit stage merger.
-	MaxRecords int
+	// MaxRecords and MaxRecordBytes bound the audit stage merger, by count
+	// and by estimated heap. It only needs a request until its stages are
+	// in; the joiner keeps the records processes need.
+	MaxRecords     int
+	MaxRecordBytes int
+	// AuditQueueBytes bounds the estimated heap of the audit batches
+	// waiting for the joiner; past it the webhook answers 429.
+	AuditQueueBytes int
 }
+
+// Defaults for Config.
+const (
+	DefaultQueue           = 65536
+	DefaultMaxRecords      = 10_000
+	DefaultMaxRecordBytes  = 24 << 20
+	DefaultAuditQueueBytes = 32 << 20
+)
+
+// ErrInvalidConfig marks a Config that Validate refused.
+var ErrInvalidConfig = errors.New("invalid agent config")
 
 // Default returns the shipped pipeline settings.
 func Default() Config {
-	return Config{Join: join.DefaultConfig(), Queue: 65536, ExpireEvery: time.Second, MaxRecords: 100000}
+	return Config{Join: join.DefaultConfig(), Queue: DefaultQueue, ExpireEvery: time.Second,
+		MaxRecords: DefaultMaxRecords, MaxRecordBytes: DefaultMaxRecordBytes, AuditQueueBytes: DefaultAuditQueueBytes}
+}
+
+// Validate reports the first bad field.
+func (c Config) Validate() error {
+	if err := c.Join.Validate(); err != nil {
+		return err
+	}
+	if c.Queue <= 0 || c.ExpireEvery <= 0 || c.MaxRecords <= 0 || c.MaxRecordBytes <= 0 || c.AuditQueueBytes <= 0 {
+		return fmt.Errorf("validating agent config (queue %d, expiry %v, records %d, record bytes %d, audit queue bytes %d): must be positive: %w",
+			c.Queue, c.ExpireEvery, c.MaxRecords, c.MaxRecordBytes, c.AuditQueueBytes, ErrInvalidConfig)
+	}
+	return nil
 }
 
 // Resolver maps a container to its pod.
@@ -51,8 +81,9 @@ type Sink interface {
 }
 
 type auditBatch struct {
-	evs  []auditlog.Event
-	done chan error // hears when the batch's evidence is on disk
+	evs   []auditlog.Event
+	bytes int64      // estimated heap, counted in Agent.auditBytes
+	done  chan error // hears when the batch's evidence is on disk
 }
 
 // durableSink is a Sink that reports when a batch is committed;
@@ -66,17 +97,18 @@ type Agent struct {
 	cfg     Config
 	log     zerolog.Logger
 	joiner  *join.Joiner
-	merger  *auditlog.Merger
+	merger  *stageMerger
 	meta    Resolver
 	sink    Sink
-	procs   chan capture.Event
+	procs   chan *capture.Event // pointers: a full-size buffer would be held even when idle
 	audit   chan auditBatch
 	now     func() time.Time
 	events  *prometheus.CounterVec
 	latency prometheus.Histogram
-	queued  atomic.Int64
 
-	stats atomic.Pointer[join.Stats] // the run loop's latest snapshot, for scrapes
+	auditBytes atomic.Int64 // estimated heap of the queued audit batches
+
+	stats atomic.Pointer[lossStats] // the run loop's latest snapshot, for scrapes
 
 	alerter       Alerter
 	outlet        AlertOutlet
@@ -86,18 +118,18 @@ type Agent struct {
 
 // New builds an agent. reg may be nil.
 func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus.Registerer, opts ...Option) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	j, err := join.New(cfg.Join, log)
 	if err != nil {
 		return nil, fmt.Errorf("creating joiner: %w", err)
 	}
-	if cfg.Queue <= 0 || cfg.ExpireEvery <= 0 {
-		return nil, errors.New("validating agent config: queue and expiry interval must be positive")
-	}
 	a := &Agent{
 		cfg: cfg, log: log.With().Str("component", "agent").Logger(), joiner: j,
-		merger: auditlog.NewMerger(auditlog.MergerConfig{MaxRecords: cfg.MaxRecords}),
+		merger: newStageMerger(cfg.MaxRecords, cfg.MaxRecordBytes),
 		meta:   res, sink: sink, now: time.Now,
-		procs: make(chan capture.Event, cfg.Queue), audit: make(chan auditBatch, 64),
+		procs: make(chan *capture.Event, cfg.Queue), audit: make(chan auditBatch, 64),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "correlator_agent_events_total",
 			Help: "Events taken into the join, by kind."}, []string{"kind"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "correlator_agent_stage_seconds",
@@ -121,7 +153,7 @@ func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus
 // Process queues a capture event, waiting while the queue is full.
 func (a *Agent) Process(ctx context.Context, ev capture.Event) error {
 	select {
-	case a.procs <- ev:
+	case a.procs <- &ev:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -131,16 +163,24 @@ func (a *Agent) Process(ctx context.Context, ev capture.Event) error {
 // AuditSink accepts audit events from the file tailer and the webhook. It
 // returns once their stages are committed to the store, so a source
 // acknowledges (answers 2xx, advances its checkpoint) only what a crash
-// cannot lose; ErrBusy when the queue is full, so the sender retries.
+// cannot lose; ErrBusy when the queue is full (in batches, or in bytes
+// while anything is queued), so the sender retries.
 func (a *Agent) AuditSink() auditlog.Sink {
 	return func(ctx context.Context, evs []auditlog.Event) error {
+		n := eventsBytes(evs)
+		if q := a.auditBytes.Add(n); q > int64(a.cfg.AuditQueueBytes) && q > n {
+			a.auditBytes.Add(-n)
+			return auditlog.ErrBusy
+		}
 		done := make(chan error, 1)
 		select {
 		// The sources reuse evs after we return (auditlog.Sink's contract).
-		case a.audit <- auditBatch{evs: slices.Clone(evs), done: done}:
+		case a.audit <- auditBatch{evs: slices.Clone(evs), bytes: n, done: done}:
 		case <-ctx.Done():
+			a.auditBytes.Add(-n)
 			return ctx.Err()
 		default:
+			a.auditBytes.Add(-n)
 			return auditlog.ErrBusy
 		}
 		select {
@@ -202,7 +242,7 @@ func (a *Agent) drain() {
 	}
 }
 
-func (a *Agent) handleProcess(ctx context.Context, ev capture.Event) {
+func (a *Agent) handleProcess(ctx context.Context, ev *capture.Event) {
 	now := a.now()
 	switch ev.Kind {
 	case capture.KindExec:
@@ -214,20 +254,25 @@ func (a *Agent) handleProcess(ctx context.Context, ev capture.Event) {
 				a.log.Debug().Err(err).Str("container", ev.ContainerID).Msg("resolving pod metadata")
 			}
 		}
-		a.emit(ctx, now, a.joiner.AddProcess(now, toJoinProcess(ev, info)))
+		a.emit(ctx, now, a.joiner.AddProcess(now, toJoinProcess(*ev, info)))
 	case capture.KindExit:
 		a.events.WithLabelValues("exit").Inc()
-		a.emit(ctx, now, a.joiner.AddExit(now, toJoinExit(ev)))
+		a.emit(ctx, now, a.joiner.AddExit(now, toJoinExit(*ev)))
 	}
 }
 
 func (a *Agent) handleAudit(ctx context.Context, b auditBatch) {
+	// What the merger and the joiner keep they count themselves.
+	defer a.auditBytes.Add(-b.bytes)
 	now := a.now()
 	var raw []store.AuditRecord
 	for i := range b.evs {
 		a.events.WithLabelValues("audit").Inc()
-		res := a.merger.Add(b.evs[i])
-		if len(res.Updated) > 0 && !res.Duplicate {
+		res := a.merger.add(b.evs[i])
+		// A redelivery is stored again (the store keeps one row per
+		// stage): the sender resends only what it was refused, and that
+		// refusal may have come after the merger had seen it.
+		if len(res.Updated) > 0 || res.Duplicate {
 			raw = append(raw, a.auditRecord(&b.evs[i]))
 		}
 		for _, rec := range res.Updated {

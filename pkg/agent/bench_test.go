@@ -117,7 +117,7 @@ func sendAudit(b *testing.B, a *Agent, evs []auditlog.Event) {
 	}
 }
 
-func auditEvents(b *testing.B, parser *auditlog.Parser, id string, at time.Time) []auditlog.Event {
+func auditEvents(b testing.TB, parser *auditlog.Parser, id string, at time.Time) []auditlog.Event {
 	req := testutil.ExecRequest{AuditID: id, User: "alice", Namespace: "shop", Pod: "web-0", Container: "app",
 		Command: []string{"sh"}, Received: at, Duration: time.Second}
 	var evs []auditlog.Event

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,5 +79,75 @@ func TestAuditSinkAcknowledgesOnlyDurable(t *testing.T) {
 	}
 	if err := <-res; err == nil {
 		t.Fatal("sink acknowledged stages whose commit failed")
+	}
+}
+
+// failingStore fails every write while fail is set and keeps the audit
+// records it took.
+type failingStore struct {
+	mu      sync.Mutex
+	fail    bool
+	records []store.AuditRecord
+}
+
+func (f *failingStore) Write(_ context.Context, b store.Batch) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail {
+		return errors.New("database or disk is full")
+	}
+	f.records = append(f.records, b.AuditRecords...)
+	return nil
+}
+
+func (f *failingStore) set(fail bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = fail
+}
+
+func (f *failingStore) held(id string) (n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.records {
+		if r.AuditID == id {
+			n++
+		}
+	}
+	return n
+}
+
+// TestAuditSinkRedeliveryAfterRefusal: the merger has seen a batch whose
+// commit was refused; kube-apiserver then resends it. The resend must be
+// stored before it is acknowledged, not waved through as a duplicate.
+func TestAuditSinkRedeliveryAfterRefusal(t *testing.T) {
+	st := &failingStore{fail: true}
+	w := store.NewWriter(st, 100, 10*time.Millisecond, store.WithCommitWhenIdle(), store.WithRetry(time.Millisecond, 10*time.Millisecond))
+	a, err := New(Default(), staticMeta{}, w, zerolog.Nop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-ran; w.Close() })
+
+	// The store is already failing, so the batch is refused at the door
+	// and never held for the writer's retries.
+	w.Add(context.Background(), store.Batch{Processes: []store.Process{{ProcessID: "1-1"}}})
+	testutil.Eventually(t, "the writer failing", func() bool { return w.Healthy() != nil })
+	sink := a.AuditSink()
+	evs := execEvents(t)
+	id := evs[0].AuditID
+	if err := sink(context.Background(), evs); err == nil {
+		t.Fatal("sink acknowledged a batch the store refused")
+	}
+	st.set(false)
+	testutil.Eventually(t, "the writer recovered", func() bool { return w.Healthy() == nil })
+	if err := sink(context.Background(), evs); err != nil {
+		t.Fatalf("the resend after recovery: %v", err)
+	}
+	if n := st.held(id); n < len(evs) {
+		t.Fatalf("acknowledged resend: %d of %d stages stored", n, len(evs))
 	}
 }

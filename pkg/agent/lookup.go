@@ -37,6 +37,9 @@ func WithAuditLookup(l auditlog.Lookup, workers int) Option {
 			queue: make(chan string, 1024), results: make(chan []auditlog.ExecRecord, 64),
 			requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "correlator_agent_audit_lookups_total",
 				Help: "Audit record lookups the agent asked for, by outcome (found, none, error, skipped)."}, []string{"outcome"})}
+		for _, o := range []string{"found", "none", "error", "skipped"} {
+			a.lookup.requests.WithLabelValues(o) // exported at zero: a skip is loss
+		}
 	}
 }
 

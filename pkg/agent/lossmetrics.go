@@ -8,27 +8,34 @@ import (
 	"github.com/execid/correlator/pkg/join"
 )
 
-// publishStats snapshots the joiner's counters from the run loop: the
-// joiner is not safe for concurrent use, and scrapes come from elsewhere.
-func (a *Agent) publishStats() {
-	s := a.joiner.Stats()
-	a.stats.Store(&s)
+// lossStats is what the run loop publishes for scrapes.
+type lossStats struct {
+	join   join.Stats
+	merger int64 // records the stage merger let go of
 }
 
-// joinCollector exports what the joiner let go of: entries evicted by its
+// publishStats snapshots the counters from the run loop: the joiner and
+// the merger are not safe for concurrent use, and scrapes come from
+// elsewhere.
+func (a *Agent) publishStats() {
+	a.stats.Store(&lossStats{join: a.joiner.Stats(), merger: a.merger.evicted()})
+}
+
+// joinCollector exports what the join let go of: entries evicted by its
 // memory bounds (lost for the join), and processes that waited out the
 // pending TTL with no record (flagged no_audit_record).
 type joinCollector struct {
-	snap    *atomic.Pointer[join.Stats]
+	snap    *atomic.Pointer[lossStats]
 	evicted *prometheus.Desc
 	expired *prometheus.Desc
 }
 
-func newJoinCollector(snap *atomic.Pointer[join.Stats]) *joinCollector {
+func newJoinCollector(snap *atomic.Pointer[lossStats]) *joinCollector {
 	return &joinCollector{
 		snap: snap,
 		evicted: prometheus.NewDesc("correlator_join_evicted_total",
-			"Entries the joiner dropped to stay within its bounds, by kind: processes, pending (expired early), records, exits (of unknown processes).",
+			"Entries the join dropped to stay within its bounds, by kind: processes, pending (expired early), records, "+
+				"denied (records of refused requests), exits (of unknown processes), merger (requests whose stages were being merged).",
 			[]string{"kind"}, nil),
 		expired: prometheus.NewDesc("correlator_join_expired_total",
 			"Processes that waited out --pending-ttl with no audit record (flagged no_audit_record).", nil, nil),
@@ -41,13 +48,14 @@ func (c *joinCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *joinCollector) Collect(ch chan<- prometheus.Metric) {
-	var s join.Stats
+	var s lossStats
 	if p := c.snap.Load(); p != nil {
 		s = *p
 	}
-	for kind, v := range map[string]int64{"processes": s.EvictedProcesses, "pending": s.EvictedPending,
-		"records": s.EvictedRecords, "exits": s.EvictedExits} {
+	j := &s.join
+	for kind, v := range map[string]int64{"processes": j.EvictedProcesses, "pending": j.EvictedPending,
+		"records": j.EvictedRecords, "denied": j.EvictedDenied, "exits": j.EvictedExits, "merger": s.merger} {
 		ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(v), kind)
 	}
-	ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(s.Expired))
+	ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(j.Expired))
 }

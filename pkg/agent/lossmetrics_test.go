@@ -45,9 +45,11 @@ func TestJoinLossExported(t *testing.T) {
 		}
 	}
 	want := `
-# HELP correlator_join_evicted_total Entries the joiner dropped to stay within its bounds, by kind: processes, pending (expired early), records, exits (of unknown processes).
+# HELP correlator_join_evicted_total Entries the join dropped to stay within its bounds, by kind: processes, pending (expired early), records, denied (records of refused requests), exits (of unknown processes), merger (requests whose stages were being merged).
 # TYPE correlator_join_evicted_total counter
+correlator_join_evicted_total{kind="denied"} 0
 correlator_join_evicted_total{kind="exits"} 0
+correlator_join_evicted_total{kind="merger"} 0
 correlator_join_evicted_total{kind="pending"} 3
 correlator_join_evicted_total{kind="processes"} 0
 correlator_join_evicted_total{kind="records"} 0

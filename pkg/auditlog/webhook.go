@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/semaphore"
 )
 
 // ErrBusy is what a Sink returns to ask the sender to come back later; the
@@ -34,6 +35,10 @@ type WebhookConfig struct {
 	// MaxConns caps the standalone server's open connections; <= 0 means
 	// DefaultWebhookMaxConns.
 	MaxConns int
+	// MaxInflightBytes bounds the bodies all requests hold at once (each
+	// reserves its Content-Length, or MaxBodyBytes when compressed or
+	// unknown); a request beyond it gets 429. <= 0 means 4 * MaxBodyBytes.
+	MaxInflightBytes int64
 	// Tokens, if set, decides the "Authorization: Bearer <token>" senders
 	// must present (the kubeconfig's user token): an authn.File, reloaded
 	// when it is rotated. It takes precedence over BearerToken.
@@ -89,6 +94,8 @@ type WebhookHandler struct {
 	dec     *Decoder // for skip logging and metrics only
 	log     zerolog.Logger
 	metrics *Metrics
+	// inflight is MaxInflightBytes of body, shared by every request.
+	inflight *semaphore.Weighted
 }
 
 // NewWebhookHandler returns an http.Handler feeding sink; mount it anywhere.
@@ -96,9 +103,13 @@ func NewWebhookHandler(cfg WebhookConfig, sink Sink, log zerolog.Logger, m *Metr
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.MaxInflightBytes <= 0 {
+		cfg.MaxInflightBytes = 4 * cfg.MaxBodyBytes
+	}
+	cfg.MaxInflightBytes = max(cfg.MaxInflightBytes, cfg.MaxBodyBytes)
 	log = log.With().Str("component", "auditlog.webhook").Logger()
 	return &WebhookHandler{
-		cfg: cfg, sink: sink, log: log, metrics: m,
+		cfg: cfg, sink: sink, log: log, metrics: m, inflight: semaphore.NewWeighted(cfg.MaxInflightBytes),
 		dec: &Decoder{cfg: DecoderConfig{Source: "webhook", MaxLineBytes: cfg.MaxLineBytes}, log: log, metrics: m},
 	}
 }
@@ -138,6 +149,15 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, http.StatusUnauthorized, resultUnauth, "unauthorized")
 		return
 	}
+	// Concurrent senders share one memory budget: past it they are asked
+	// to come back, as when the pipeline is busy.
+	weight := h.reserve(r)
+	if !h.inflight.TryAcquire(weight) {
+		w.Header().Set("Retry-After", "1")
+		h.refuse(w, http.StatusTooManyRequests, resultBusy, refusedBusy, "busy")
+		return
+	}
+	defer h.inflight.Release(weight)
 	body, err := h.readBody(w, r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -177,6 +197,16 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.reply(w, http.StatusOK, resultOK, "")
+}
+
+// reserve is what a request may hold: its declared length when the body
+// is plain, else the most any body may inflate to.
+func (h *WebhookHandler) reserve(r *http.Request) int64 {
+	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
+	if (enc == "" || enc == "identity") && r.ContentLength >= 0 {
+		return min(r.ContentLength+1, h.cfg.MaxBodyBytes)
+	}
+	return h.cfg.MaxBodyBytes
 }
 
 // tokenOK compares in constant time; the token is never logged.

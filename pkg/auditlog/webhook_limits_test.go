@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -181,5 +182,41 @@ func TestWebhookServerConnCap(t *testing.T) {
 	}
 	if !col.has("waiting") {
 		t.Fatal("waiting sender's events not taken")
+	}
+}
+
+// TestWebhookInflightBudget: concurrent senders share one body budget, so
+// many large POSTs at once cannot hold more memory than it; the one past
+// it is asked to come back (429), and is accepted once the first is done.
+func TestWebhookInflightBudget(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	sink := func(context.Context, []Event) error {
+		entered <- struct{}{}
+		<-release
+		return nil
+	}
+	m := newTestMetrics(t)
+	body := eventList(stageLine("a", StageResponseStarted))
+	budget := int64(len(body)) + 1 // one body at a time
+	h := NewWebhookHandler(WebhookConfig{MaxBodyBytes: budget, MaxInflightBytes: budget}, sink, zerolog.Nop(), m)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	first := make(chan int, 1)
+	go func() { first <- post(t, srv.Client(), srv.URL, "", body) }()
+	<-entered // the first request holds its body inside the sink
+	before := refusals(m)[refusedBusy]
+	if got := post(t, srv.Client(), srv.URL, "", body); got != http.StatusTooManyRequests {
+		t.Errorf("a second body past the budget: %d, want 429", got)
+	}
+	if refusals(m)[refusedBusy] != before+1 {
+		t.Error("the refusal was not counted as busy")
+	}
+	close(release)
+	if got := <-first; got != http.StatusOK {
+		t.Fatalf("first request: %d", got)
+	}
+	entered = make(chan struct{}, 1) // control: with the budget free again, accepted
+	if got := post(t, srv.Client(), srv.URL, "", body); got != http.StatusOK {
+		t.Errorf("after the first finished: %d, want 200", got)
 	}
 }

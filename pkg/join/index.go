@@ -200,36 +200,7 @@ func (j *Joiner) removeProc(p *proc) {
 	delete(j.deps, id)
 	delete(j.procs, id)
 	delete(j.dirtyProcs, id)
-}
-
-// evictProcesses enforces MaxProcesses, oldest first.
-func (j *Joiner) evictProcesses() {
-	for len(j.procs) > j.cfg.MaxProcesses {
-		e, ok := j.procq.peek()
-		if !ok {
-			return
-		}
-		j.procq.pop()
-		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
-			j.stats.EvictedProcesses++
-			j.removeProc(p)
-		}
-	}
-}
-
-// evictRecords enforces MaxRecords, oldest first.
-func (j *Joiner) evictRecords() {
-	for len(j.recs) > j.cfg.MaxRecords {
-		e, ok := j.recq.peek()
-		if !ok {
-			return
-		}
-		j.recq.pop()
-		if rs := j.recs[e.id]; rs != nil && rs.seq == e.seq {
-			j.stats.EvictedRecords++
-			j.dropRecord(e.id)
-		}
-	}
+	j.procBytes -= p.size
 }
 
 // queue is a FIFO with lazy deletion: entries whose seq no longer matches
@@ -290,5 +261,7 @@ func (j *Joiner) compactQueues() {
 	j.procq.compact(len(j.procs), heldProc)
 	j.pendq.compact(len(j.procs), func(e qent) bool { return heldProc(e) && !j.procs[e.id].expired })
 	j.exitq.compact(len(j.procs), heldProc)
-	j.recq.compact(len(j.recs), func(e qent) bool { rs := j.recs[e.id]; return rs != nil && rs.seq == e.seq })
+	heldRec := func(e qent) bool { rs := j.recs[e.id]; return rs != nil && rs.seq == e.seq }
+	j.recq.compact(len(j.recs), heldRec)
+	j.deniedq.compact(j.denied, func(e qent) bool { return heldRec(e) && j.recs[e.id].denied })
 }

@@ -23,6 +23,11 @@ const (
 	DefaultMaxPending      = 100_000
 	DefaultMaxRecords      = 100_000
 	DefaultMaxProcesses    = 500_000
+	// The byte bounds are estimates of the Go heap held; with the stage
+	// merger and queues they keep the agent well inside the chart's 512 MiB.
+	DefaultMaxRecordBytes   = 32 << 20
+	DefaultMaxDeniedRecords = 4096
+	DefaultMaxProcessBytes  = 160 << 20
 )
 
 // ErrInvalidConfig marks a Config that Validate refused.
@@ -40,6 +45,14 @@ type Config struct {
 	MaxPending      int           `json:"maxPending" yaml:"maxPending"`
 	MaxRecords      int           `json:"maxRecords" yaml:"maxRecords"`
 	MaxProcesses    int           `json:"maxProcesses" yaml:"maxProcesses"`
+	// MaxRecordBytes bounds the estimated heap of the records held, shared
+	// strings included; MaxProcessBytes that of the processes.
+	MaxRecordBytes  int `json:"maxRecordBytes" yaml:"maxRecordBytes"`
+	MaxProcessBytes int `json:"maxProcessBytes" yaml:"maxProcessBytes"`
+	// MaxDeniedRecords bounds the records whose every request was refused
+	// or failed. They attribute nothing and are read only when a process
+	// replays their ID; anyone authenticated can make them.
+	MaxDeniedRecords int `json:"maxDeniedRecords" yaml:"maxDeniedRecords"`
 }
 
 // DefaultConfig returns the defaults.
@@ -50,6 +63,10 @@ func DefaultConfig() Config {
 		MaxPending:      DefaultMaxPending,
 		MaxRecords:      DefaultMaxRecords,
 		MaxProcesses:    DefaultMaxProcesses,
+
+		MaxRecordBytes:   DefaultMaxRecordBytes,
+		MaxProcessBytes:  DefaultMaxProcessBytes,
+		MaxDeniedRecords: DefaultMaxDeniedRecords,
 	}
 }
 
@@ -63,6 +80,9 @@ func (c Config) Validate() error {
 	case c.MaxPending <= 0, c.MaxRecords <= 0, c.MaxProcesses <= 0:
 		return fmt.Errorf("validating caps (pending %d, records %d, processes %d): must be positive: %w",
 			c.MaxPending, c.MaxRecords, c.MaxProcesses, ErrInvalidConfig)
+	case c.MaxRecordBytes <= 0, c.MaxProcessBytes <= 0, c.MaxDeniedRecords <= 0:
+		return fmt.Errorf("validating caps (record bytes %d, process bytes %d, denied records %d): must be positive: %w",
+			c.MaxRecordBytes, c.MaxProcessBytes, c.MaxDeniedRecords, ErrInvalidConfig)
 	}
 	return nil
 }
@@ -85,8 +105,14 @@ type Joiner struct {
 	orphans  map[string]Exit // exits that came before their exec
 
 	pendq, procq, exitq, recq queue
+	deniedq                   queue // refused records, oldest first
 	seq                       uint64
 	stats                     Stats
+
+	intern    *interner
+	recBytes  int // estimated heap of held records, less what intern holds
+	procBytes int // estimated heap of held processes
+	denied    int // held records whose every request was refused
 
 	work       []string
 	queued     map[string]struct{}
@@ -112,6 +138,7 @@ func New(cfg Config, log zerolog.Logger) (*Joiner, error) {
 		rootsPod:   map[string]map[string]struct{}{},
 		pending:    map[string]struct{}{},
 		orphans:    map[string]Exit{},
+		intern:     newInterner(),
 		queued:     map[string]struct{}{},
 		dirtyProcs: map[string]struct{}{},
 		dirtySess:  map[string]struct{}{},
@@ -142,6 +169,7 @@ func (j *Joiner) AddProcess(now time.Time, in Process) []Update {
 		j.unindex(p)
 		p.merge(in)
 	}
+	j.sizeProc(p)
 	j.index(p)
 	j.dirtyProcs[p.in.ProcessID] = struct{}{} // the row is new or changed
 	j.enqueue(p.in.ProcessID)
@@ -189,15 +217,18 @@ func (j *Joiner) AddRecord(now time.Time, rec auditlog.ExecRecord) []Update {
 	j.dirtySess[rec.AuditID] = struct{}{}
 	j.enqueueRecord(rec.AuditID)
 	j.settle()
+	// Emit before evicting: a record shed at once is still stored.
+	out := j.flush()
 	j.evictRecords()
 	j.compactQueues()
-	return j.flush()
+	return out
 }
 
 // Stats returns the counters.
 func (j *Joiner) Stats() Stats {
 	s := j.stats
 	s.Processes, s.Pending, s.Records = len(j.procs), len(j.pending), len(j.recs)
+	s.RecordBytes, s.ProcessBytes, s.DeniedRecords = j.recBytes+j.intern.bytes, j.procBytes, j.denied
 	return s
 }
 

@@ -16,6 +16,7 @@ type proc struct {
 	res      result
 	expired  bool // the pending TTL ran out
 	rootPod  string
+	size     int // estimated heap, for MaxProcessBytes
 	// parent is the parent as last seen, so a child keeps what it inherited
 	// after the parent leaves memory.
 	parent *parentView

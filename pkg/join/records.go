@@ -14,10 +14,12 @@ type recSet struct {
 	recs    []*auditlog.ExecRecord // ordered by requestReceived, then request key
 	seq     uint64
 	touched time.Time
-	pods    []string // namespace/pod keys indexed in recsPod
-	spo     []string // SPO UIDs indexed in spo
-	claimed int      // processes attributed audit_id to it
-	members map[string]time.Time
+	pods    []string             // namespace/pod keys indexed in recsPod
+	spo     []string             // SPO UIDs indexed in spo
+	claimed int                  // processes attributed audit_id to it
+	members map[string]time.Time // made on the first member
+	denied  bool                 // every request refused: counted in MaxDeniedRecords
+	spares  int                  // times passed over by eviction since its last stage
 	// first/last bound members' starts; stale after removing a bound.
 	first, last time.Time
 	stale       bool
@@ -44,19 +46,24 @@ func (j *Joiner) storeRecord(now time.Time, rec *auditlog.ExecRecord) bool {
 	rs := j.recs[rec.AuditID]
 	if rs == nil {
 		j.seq++
-		rs = &recSet{id: rec.AuditID, seq: j.seq, members: map[string]time.Time{}}
+		rs = &recSet{id: rec.AuditID, seq: j.seq}
 		j.recs[rec.AuditID] = rs
 		j.recq.push(rec.AuditID, rs.seq, now)
 	}
-	c := cloneRecord(rec)
+	c := ownRecord(rec)
 	key := requestKey(c)
 	i := slices.IndexFunc(rs.recs, func(r *auditlog.ExecRecord) bool { return requestKey(r) == key })
 	switch {
 	case i < 0:
+		j.holdRecord(c)
 		rs.recs = append(rs.recs, c)
 	case staleStages(c.Stages, rs.recs[i].Stages):
 		return false
 	default:
+		// A stage merger that dropped the request sends later stages alone.
+		c.Stages = unionStages(rs.recs[i].Stages, c.Stages)
+		j.holdRecord(c)
+		j.releaseRecord(rs.recs[i])
 		rs.recs[i] = c
 	}
 	slices.SortFunc(rs.recs, func(a, b *auditlog.ExecRecord) int {
@@ -68,8 +75,45 @@ func (j *Joiner) storeRecord(now time.Time, rec *auditlog.ExecRecord) bool {
 	if now.After(rs.touched) {
 		rs.touched = now
 	}
+	rs.spares = 0
+	j.markRefused(rs, now)
 	j.reindexRecord(rs)
 	return true
+}
+
+// unionStages returns next, plus any held stage it lacks, in stage order.
+func unionStages(held, next []string) []string {
+	missing := false
+	for _, s := range held {
+		if !slices.Contains(next, s) {
+			missing = true
+			break
+		}
+	}
+	if !missing {
+		return next
+	}
+	out := slices.Clone(next)
+	for _, s := range held {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b string) int { return stageRank(a) - stageRank(b) })
+	return out
+}
+
+// stageRank is the order in which a request's stages are emitted.
+func stageRank(s string) int {
+	switch s {
+	case auditlog.StageRequestReceived:
+		return 0
+	case auditlog.StageResponseStarted:
+		return 1
+	case auditlog.StageResponseComplete, auditlog.StagePanic:
+		return 2
+	}
+	return 3
 }
 
 // staleStages reports whether next is a strict subset of held.
@@ -157,7 +201,38 @@ func (j *Joiner) dropRecord(id string) {
 		return
 	}
 	j.unindexRecord(rs)
+	for _, r := range rs.recs {
+		j.releaseRecord(r)
+	}
+	if rs.denied {
+		j.denied--
+	}
 	delete(j.recs, id)
+}
+
+// ownRecord starts the joiner's copy of r: what the interner shares
+// (holdRecord) is still the caller's until then, the rest is copied.
+func ownRecord(r *auditlog.ExecRecord) *auditlog.ExecRecord {
+	c := *r
+	c.Command, c.Env, c.Ports = slices.Clone(r.Command), slices.Clone(r.Env), slices.Clone(r.Ports)
+	c.User.Extra = cloneExtra(r.User.Extra)
+	if u := r.ImpersonatedUser; u != nil {
+		cu := *u
+		cu.Extra = cloneExtra(u.Extra)
+		c.ImpersonatedUser = &cu
+	}
+	return &c
+}
+
+func cloneExtra(m map[string][]string) map[string][]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string][]string, len(m))
+	for k, v := range m {
+		out[k] = slices.Clone(v)
+	}
+	return out
 }
 
 // cloneRecord keeps the joiner's copy apart from the caller's.
@@ -208,6 +283,9 @@ func (rs *recSet) output() Session {
 }
 
 func (rs *recSet) addMember(processID string, t time.Time) {
+	if rs.members == nil {
+		rs.members = map[string]time.Time{}
+	}
 	rs.members[processID] = t
 	if !rs.stale && !t.IsZero() {
 		rs.first, rs.last = minTime(rs.first, t), maxTime(rs.last, t)

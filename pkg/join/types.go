@@ -213,6 +213,10 @@ type Stats struct {
 	Processes int `json:"processes"` // in the process table now
 	Pending   int `json:"pending"`   // waiting for a record now
 	Records   int `json:"records"`   // records held now
+	// Estimated heap held now, and refused records held now.
+	RecordBytes   int `json:"recordBytes"`
+	ProcessBytes  int `json:"processBytes"`
+	DeniedRecords int `json:"deniedRecords"`
 
 	ProcessesAdded int64 `json:"processesAdded"`
 	ExitsAdded     int64 `json:"exitsAdded"`
@@ -220,8 +224,9 @@ type Stats struct {
 	StaleRecords   int64 `json:"staleRecords"` // older stage snapshots ignored
 	Expired        int64 `json:"expired"`      // pending processes that hit the TTL
 
-	EvictedProcesses int64 `json:"evictedProcesses"` // dropped by MaxProcesses
+	EvictedProcesses int64 `json:"evictedProcesses"` // dropped by MaxProcesses or MaxProcessBytes
 	EvictedPending   int64 `json:"evictedPending"`   // expired early by MaxPending
-	EvictedRecords   int64 `json:"evictedRecords"`   // dropped by MaxRecords
+	EvictedRecords   int64 `json:"evictedRecords"`   // dropped by MaxRecords or MaxRecordBytes
+	EvictedDenied    int64 `json:"evictedDenied"`    // refused records dropped by any record bound
 	EvictedExits     int64 `json:"evictedExits"`     // exits for unknown processes dropped
 }

@@ -189,8 +189,9 @@ func (w *Writer) send(ctx context.Context, it item) error {
 }
 
 // Close commits what is pending, stops the writer and returns the first
-// commit error since the last Flush; rows it still cannot write are
-// counted as dropped. Later Adds return ErrClosed.
+// commit error since the last Flush, unless the writer recovered from it
+// since; rows it still cannot write are counted as dropped. Later Adds
+// return ErrClosed.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	if w.closed {
@@ -306,6 +307,11 @@ func (w *Writer) commit(p *pending) {
 		w.batches.Add(1)
 		w.rows.Add(n)
 		w.health.Store(nil)
+		if w.failing {
+			// Recovered: the held rows are in, so the failure cost nothing
+			// and Flush or Close has no loss to report.
+			w.lastErr.Store(nil)
+		}
 		w.failing = false
 		w.retry.Stop()
 	}

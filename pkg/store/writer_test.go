@@ -319,3 +319,20 @@ func TestWriterAddDurable(t *testing.T) {
 		t.Error("an empty batch is not durable at once")
 	}
 }
+
+// TestWriterRecoveredCloseIsClean: a failure the writer recovered from
+// lost nothing, so Close reports nothing; a failure it did not recover
+// from is reported (TestWriterCloseCountsUnwritable).
+func TestWriterRecoveredCloseIsClean(t *testing.T) {
+	r := recorder{fail: errors.New("disk full")}
+	w := NewWriter(&r, 1000, time.Millisecond, WithRetry(time.Millisecond, 10*time.Millisecond))
+	w.Add(context.Background(), Batch{Processes: []Process{process("p", "a", 0)}})
+	testutil.Eventually(t, "a failed commit", func() bool { return w.Stats().Failures > 0 })
+	r.mu.Lock()
+	r.fail = nil
+	r.mu.Unlock()
+	testutil.Eventually(t, "recovery", func() bool { return w.Stats().Rows == 1 })
+	if err := w.Close(); err != nil {
+		t.Errorf("Close after recovery = %v, want nil: nothing was lost", err)
+	}
+}

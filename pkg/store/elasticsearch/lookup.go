@@ -118,6 +118,9 @@ func NewLookup(cfg Config, lc LookupConfig, log zerolog.Logger, reg prometheus.R
 			Help: "Audit lookups that waited for the rate limiter.",
 		}),
 	}
+	for _, r := range []string{"found", "not_found", "cached_found", "cached_not_found", "error"} {
+		l.results.WithLabelValues(r) // exported at zero, so a dashboard sees them
+	}
 	if reg != nil {
 		for _, col := range []prometheus.Collector{l.results, l.skipped, l.waited} {
 			if err := reg.Register(col); err != nil {
