@@ -180,7 +180,7 @@ func TestTokenFilePolicy(t *testing.T) {
 		mode os.FileMode
 		want error
 	}{
-		"short":          {"file-token-00001\n", 0o600, authn.ErrTokenTooShort},
+		"short":          {"file-token\n", 0o600, authn.ErrTokenTooShort},
 		"world writable": {"0123456789abcdef\n", 0o666, authn.ErrUnsafeMode},
 		"good":           {"0123456789abcdef\n", 0o600, nil},
 	} {

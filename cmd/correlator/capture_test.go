@@ -67,7 +67,7 @@ func TestCaptureCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer // polled while the binary writes it
+	var stderr testutil.SyncBuffer // polled while the binary writes it
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -31,24 +31,6 @@ const (
 	auditKey     = "KUBERNETES_EXEC_AUDIT_ID"
 )
 
-// syncBuffer collects the agent's stderr for failure messages.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // e2eEnv is what outlives one agent process: the container, the store,
 // the audit log, the pinned maps and the listen address.
 type e2eEnv struct {
@@ -73,7 +55,7 @@ type e2eAgent struct {
 	client   *api.Client
 	auditLog string
 	logMu    *sync.Mutex
-	stderr   *syncBuffer
+	stderr   *testutil.SyncBuffer
 	cmd      *exec.Cmd
 	done     chan error
 	stopped  bool
@@ -126,7 +108,7 @@ func (e *e2eEnv) start(extra ...string) *e2eAgent {
 		"--audit-log", e.auditLog, "--audit-checkpoint-dir", filepath.Join(e.dir, "ckpt"),
 		"--pin-path", e.pin}, extra...)
 	cmd := exec.Command(e.bin, args...)
-	a := &e2eAgent{t: t, env: e, ctr: e.ctr, base: "http://" + e.addr, auditLog: e.auditLog, stderr: &syncBuffer{},
+	a := &e2eAgent{t: t, env: e, ctr: e.ctr, base: "http://" + e.addr, auditLog: e.auditLog, stderr: &testutil.SyncBuffer{},
 		logMu: e.logMu, cmd: cmd, done: make(chan error, 1)}
 	cmd.Stderr = a.stderr
 	if err := cmd.Start(); err != nil {

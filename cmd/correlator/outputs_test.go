@@ -74,7 +74,7 @@ func TestRunElasticsearchAndAlerts(t *testing.T) {
 		"--store", "elasticsearch", "--es-url", es.URL(), "--es-refresh", "wait_for",
 		"--alert-sink", "file:"+alertsFile, "--alert-sink", "webhook:"+hookSrv.URL, "--alert-sink", "elasticsearch:"+es.URL(),
 		"--alert-spool-dir", filepath.Join(dir, "spool"), "--audit-checkpoint-dir", "")
-	var stderr syncBuffer
+	var stderr testutil.SyncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func fileRules(t *testing.T, path string) []string {
 	return out
 }
 
-func waitReady(t *testing.T, base string, stderr *syncBuffer) {
+func waitReady(t *testing.T, base string, stderr *testutil.SyncBuffer) {
 	t.Helper()
 	testutil.EventuallyNil(t, func() error {
 		resp, err := http.Get(base + "/readyz")

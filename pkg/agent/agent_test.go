@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/meta"
@@ -88,7 +89,7 @@ func TestPipelineBothOrders(t *testing.T) {
 				audit()
 			}
 			var d store.SessionDetail
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			for deadline := time.Now().Add(testutil.EventuallyBound); ; time.Sleep(20 * time.Millisecond) {
 				w.Flush(ctx)
 				d, err = st.GetSession(ctx, id)
 				if err == nil && len(d.Processes) == 2 && d.Processes[1].Attribution != "" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/alert"
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/capture"
@@ -96,7 +97,7 @@ func TestAlertsStoredAndSubmitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stored []store.Alert
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(testutil.EventuallyBound); ; time.Sleep(20 * time.Millisecond) {
 		w.Flush(ctx)
 		stored, _, err = st.ListAlerts(ctx, store.AlertFilter{})
 		if err != nil {
@@ -150,7 +151,7 @@ func TestAuditLookupAttributes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(testutil.EventuallyBound); ; time.Sleep(20 * time.Millisecond) {
 		w.Flush(ctx)
 		d, err := st.GetSession(ctx, id)
 		if err == nil && d.Username == "alice" && len(d.Processes) == 2 && d.Processes[0].Attribution == "audit_id" {

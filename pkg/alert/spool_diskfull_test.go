@@ -3,7 +3,6 @@
 package alert
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -90,24 +89,6 @@ func (m *memSink) missing(ids []string) int {
 	return n
 }
 
-// syncBuffer is a log destination safe for the dispatcher's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // runningDispatcher is a Dispatcher with Run going; stop ends Run and
 // closes it.
 type runningDispatcher struct {
@@ -142,7 +123,7 @@ func testDispatcherDiskFull(t *testing.T, maxBytes int64) {
 	dir := smallFS(t, "256k")
 	empty := freeSpace(t, dir)
 	sink := &memSink{down: true}
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	open := func() *runningDispatcher {
 		d, err := NewDispatcher(DispatcherConfig{SpoolDir: dir, SpoolMaxBytes: maxBytes, InitialBackoff: 5 * time.Millisecond,
 			MaxBackoff: 20 * time.Millisecond}, []Deliverer{sink}, zerolog.New(logs), prometheus.NewRegistry())

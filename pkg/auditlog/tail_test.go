@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	itu "github.com/execid/correlator/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
@@ -58,7 +59,7 @@ func (c *collector) count() int {
 // bounds a hung test, it asserts nothing about speed.
 func (c *collector) waitFor(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(itu.EventuallyBound)
 	for c.count() < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("got %d events, want %d", c.count(), n)
@@ -272,7 +273,7 @@ func TestTailMetrics(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- tl.Run(ctx, c.sink) }()
 	c.waitFor(t, 2)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(itu.EventuallyBound)
 	for testutil.ToFloat64(m.recordsRead.WithLabelValues("file")) != 2 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
