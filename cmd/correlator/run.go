@@ -94,7 +94,7 @@ func newRunCmd(g *globalOptions) *cobra.Command {
 	f.StringVar(&o.tlsKey, "tls-key", "", "API server key (PEM)")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve the API without authentication (loopback --listen only)")
 	f.BoolVar(&o.authKubernetes, "auth-kubernetes", false, "also accept Kubernetes tokens: TokenReview, then SubjectAccessReview for get on "+kubeReviewPath+" (in-cluster)")
-	f.StringVar(&o.podMap, "pod-map", "", "static JSON or YAML list of {containerID, podUID, namespace, pod, container}")
+	f.StringVar(&o.podMap, "pod-map", "", "static JSON or YAML list of {containerID, podUID, namespace, pod, container, labels}")
 	f.StringVar(&o.criSocket, "cri-socket", "", "CRI runtime socket for pod metadata, e.g. /run/containerd/containerd.sock")
 	f.DurationVar(&o.retention, "retention", 30*24*time.Hour, "delete sessions and processes older than this")
 	f.BoolVar(&o.noCapture, "no-capture", false, "do not load the BPF probes (audit ingestion and API only)")

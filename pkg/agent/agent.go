@@ -39,6 +39,10 @@ type Config struct {
 	// AuditQueueBytes bounds the estimated heap of the audit batches
 	// waiting for the joiner; past it the webhook answers 429.
 	AuditQueueBytes int
+	// MaxPodLabels and MaxPodLabelBytes bound the pod labels kept for the
+	// alert rules (see podLabelCache), by pods and by estimated heap.
+	MaxPodLabels     int
+	MaxPodLabelBytes int
 }
 
 // Defaults for Config.
@@ -47,6 +51,9 @@ const (
 	DefaultMaxRecords      = 10_000
 	DefaultMaxRecordBytes  = 24 << 20
 	DefaultAuditQueueBytes = 32 << 20
+	// A node runs a few hundred pods at most (the kubelet's --max-pods).
+	DefaultMaxPodLabels     = 4096
+	DefaultMaxPodLabelBytes = 4 << 20
 )
 
 // ErrInvalidConfig marks a Config that Validate refused.
@@ -55,7 +62,8 @@ var ErrInvalidConfig = errors.New("invalid agent config")
 // Default returns the shipped pipeline settings.
 func Default() Config {
 	return Config{Join: join.DefaultConfig(), Queue: DefaultQueue, ExpireEvery: time.Second,
-		MaxRecords: DefaultMaxRecords, MaxRecordBytes: DefaultMaxRecordBytes, AuditQueueBytes: DefaultAuditQueueBytes}
+		MaxRecords: DefaultMaxRecords, MaxRecordBytes: DefaultMaxRecordBytes, AuditQueueBytes: DefaultAuditQueueBytes,
+		MaxPodLabels: DefaultMaxPodLabels, MaxPodLabelBytes: DefaultMaxPodLabelBytes}
 }
 
 // Validate reports the first bad field.
@@ -63,9 +71,11 @@ func (c Config) Validate() error {
 	if err := c.Join.Validate(); err != nil {
 		return err
 	}
-	if c.Queue <= 0 || c.ExpireEvery <= 0 || c.MaxRecords <= 0 || c.MaxRecordBytes <= 0 || c.AuditQueueBytes <= 0 {
-		return fmt.Errorf("validating agent config (queue %d, expiry %v, records %d, record bytes %d, audit queue bytes %d): must be positive: %w",
-			c.Queue, c.ExpireEvery, c.MaxRecords, c.MaxRecordBytes, c.AuditQueueBytes, ErrInvalidConfig)
+	if c.Queue <= 0 || c.ExpireEvery <= 0 || c.MaxRecords <= 0 || c.MaxRecordBytes <= 0 || c.AuditQueueBytes <= 0 ||
+		c.MaxPodLabels <= 0 || c.MaxPodLabelBytes <= 0 {
+		return fmt.Errorf("validating agent config (queue %d, expiry %v, records %d, record bytes %d, audit queue bytes %d, "+
+			"pod labels %d, pod label bytes %d): must be positive: %w",
+			c.Queue, c.ExpireEvery, c.MaxRecords, c.MaxRecordBytes, c.AuditQueueBytes, c.MaxPodLabels, c.MaxPodLabelBytes, ErrInvalidConfig)
 	}
 	return nil
 }
@@ -113,6 +123,7 @@ type Agent struct {
 	alerter       Alerter
 	outlet        AlertOutlet
 	alertFailures prometheus.Counter
+	labels        *podLabelCache // nil without alerts
 	lookup        *lookupState
 }
 
@@ -140,6 +151,9 @@ func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus
 	}
 	for _, o := range opts {
 		o(a)
+	}
+	if a.alerter != nil {
+		a.labels = newPodLabelCache(cfg.MaxPodLabels, cfg.MaxPodLabelBytes)
 	}
 	if reg != nil {
 		reg.MustRegister(a.events, a.latency, a.alertFailures, newJoinCollector(&a.stats))
@@ -253,6 +267,7 @@ func (a *Agent) handleProcess(ctx context.Context, ev *capture.Event) {
 			if info, _, err = a.meta.Resolve(ctx, ev.ContainerID, ev.PodUID); err != nil {
 				a.log.Debug().Err(err).Str("container", ev.ContainerID).Msg("resolving pod metadata")
 			}
+			a.labels.set(&info)
 		}
 		a.emit(ctx, now, a.joiner.AddProcess(now, toJoinProcess(*ev, info)))
 	case capture.KindExit:

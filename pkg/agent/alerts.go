@@ -34,7 +34,9 @@ func WithAlerts(e Alerter, out AlertOutlet) Option {
 // with its session, or, for a claimant (it carried a session's ID without
 // being attributed to it), with the session it claimed as in.Claimed: the
 // victim's, never its own. Either comes from the same batch, or as the
-// joiner holds it.
+// joiner holds it. in.Labels are the labels of the process's pod, else of
+// its own session's pod (never the claimed session's), as this node last
+// resolved them; nil for a pod none of this node's processes ran in.
 func (a *Agent) evaluate(b *store.Batch, now time.Time) []store.Alert {
 	if a.alerter == nil {
 		return nil
@@ -44,16 +46,20 @@ func (a *Agent) evaluate(b *store.Batch, now time.Time) []store.Alert {
 	for i := range b.Sessions {
 		s := &b.Sessions[i]
 		byID[s.AuditID] = s
-		out = append(out, a.alerter.Evaluate(alert.Input{Session: s}, now)...)
+		in := alert.Input{Session: s, Labels: a.labels.get(s.Namespace, s.Pod)}
+		out = append(out, a.alerter.Evaluate(in, now)...)
 	}
 	for i := range b.Processes {
 		p := &b.Processes[i]
-		in := alert.Input{Process: p}
+		in := alert.Input{Process: p, Labels: a.labels.get(p.Namespace, p.Pod)}
 		switch {
 		case p.AuditID != "":
 			in.Session = a.sessionOf(byID, p.AuditID)
 		case p.ClaimedAuditID != "":
 			in.Claimed = a.sessionOf(byID, p.ClaimedAuditID)
+		}
+		if in.Labels == nil && in.Session != nil {
+			in.Labels = a.labels.get(in.Session.Namespace, in.Session.Pod)
 		}
 		out = append(out, a.alerter.Evaluate(in, now)...)
 	}

@@ -12,18 +12,20 @@ import (
 type lossStats struct {
 	join   join.Stats
 	merger int64 // records the stage merger let go of
+	labels int64 // pods whose labels the alert rules lost
 }
 
 // publishStats snapshots the counters from the run loop: the joiner and
 // the merger are not safe for concurrent use, and scrapes come from
 // elsewhere.
 func (a *Agent) publishStats() {
-	a.stats.Store(&lossStats{join: a.joiner.Stats(), merger: a.merger.evicted()})
+	a.stats.Store(&lossStats{join: a.joiner.Stats(), merger: a.merger.evicted(), labels: a.labels.shed()})
 }
 
 // joinCollector exports what the join let go of: entries evicted by its
-// memory bounds (lost for the join), and processes that waited out the
-// pending TTL with no record (flagged no_audit_record).
+// memory bounds (lost for the join; pod_labels: pods whose labels the alert
+// rules no longer see), and processes that waited out the pending TTL with
+// no record (flagged no_audit_record).
 type joinCollector struct {
 	snap    *atomic.Pointer[lossStats]
 	evicted *prometheus.Desc
@@ -35,7 +37,8 @@ func newJoinCollector(snap *atomic.Pointer[lossStats]) *joinCollector {
 		snap: snap,
 		evicted: prometheus.NewDesc("correlator_join_evicted_total",
 			"Entries the join dropped to stay within its bounds, by kind: processes, pending (expired early), records, "+
-				"denied (records of refused requests), exits (of unknown processes), merger (requests whose stages were being merged).",
+				"denied (records of refused requests), exits (of unknown processes), merger (requests whose stages were being merged), "+
+				"pod_labels (pods whose labels the alert rules no longer see).",
 			[]string{"kind"}, nil),
 		expired: prometheus.NewDesc("correlator_join_expired_total",
 			"Processes that waited out --pending-ttl with no audit record (flagged no_audit_record).", nil, nil),
@@ -54,7 +57,7 @@ func (c *joinCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	j := &s.join
 	for kind, v := range map[string]int64{"processes": j.EvictedProcesses, "pending": j.EvictedPending,
-		"records": j.EvictedRecords, "denied": j.EvictedDenied, "exits": j.EvictedExits, "merger": s.merger} {
+		"records": j.EvictedRecords, "denied": j.EvictedDenied, "exits": j.EvictedExits, "merger": s.merger, "pod_labels": s.labels} {
 		ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(v), kind)
 	}
 	ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(j.Expired))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -58,7 +59,7 @@ func TestCacheBoundAndEvictions(t *testing.T) {
 	ctx := context.Background()
 	for i := range 5 {
 		id := fmt.Sprintf("%064x", i)
-		if got, found, err := c.Resolve(ctx, id, ""); err != nil || !found || got != answers[id] {
+		if got, found, err := c.Resolve(ctx, id, ""); err != nil || !found || !reflect.DeepEqual(got, answers[id]) {
 			t.Fatalf("Resolve(%d) = %+v, %v, %v", i, got, found, err)
 		}
 	}
@@ -116,7 +117,7 @@ func TestCacheNegativeTTL(t *testing.T) {
 	}
 	next.answers[cidB] = infoB
 	*now = now.Add(2 * time.Second)
-	if got, found := resolve(cidB, ""); !found || got != infoB {
+	if got, found := resolve(cidB, ""); !found || !reflect.DeepEqual(got, infoB) {
 		t.Fatalf("after the TTL: %+v, %v; want %+v", got, found, infoB)
 	}
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -78,7 +79,7 @@ func TestChainOrder(t *testing.T) {
 				source{"cgroup", CgroupFallback{}},
 			)
 			got, found, err := c.Resolve(context.Background(), tt.cid, tt.uid)
-			if got != tt.want || found != tt.wantFound {
+			if !reflect.DeepEqual(got, tt.want) || found != tt.wantFound {
 				t.Errorf("Resolve() = %+v, %v; want %+v, %v", got, found, tt.want, tt.wantFound)
 			}
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
@@ -104,7 +105,7 @@ func TestChainOrder(t *testing.T) {
 
 func TestCgroupFallback(t *testing.T) {
 	got, found, err := CgroupFallback{}.Resolve(context.Background(), cidA, uidA)
-	if err != nil || !found || got != (Info{ContainerID: cidA, PodUID: uidA}) {
+	if err != nil || !found || !reflect.DeepEqual(got, Info{ContainerID: cidA, PodUID: uidA}) {
 		t.Fatalf("Resolve() = %+v, %v, %v", got, found, err)
 	}
 	if _, found, _ := (CgroupFallback{}).Resolve(context.Background(), cidA, ""); found {
@@ -128,10 +129,10 @@ func TestNewPodMapThenCgroup(t *testing.T) {
 	defer s.Close()
 	s.Run(context.Background()) // no CRI socket: returns at once
 	ctx := context.Background()
-	if got, found, err := s.Resolve(ctx, cidA, uidA); err != nil || !found || got != infoA {
+	if got, found, err := s.Resolve(ctx, cidA, uidA); err != nil || !found || !reflect.DeepEqual(got, infoA) {
 		t.Fatalf("pod map: %+v, %v, %v", got, found, err)
 	}
-	if got, found, err := s.Resolve(ctx, cidB, uidB); err != nil || !found || got != (Info{ContainerID: cidB, PodUID: uidB}) {
+	if got, found, err := s.Resolve(ctx, cidB, uidB); err != nil || !found || !reflect.DeepEqual(got, Info{ContainerID: cidB, PodUID: uidB}) {
 		t.Fatalf("cgroup: %+v, %v, %v", got, found, err)
 	}
 	if _, found, err := s.Resolve(ctx, cidB, ""); err != nil || found {

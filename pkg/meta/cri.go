@@ -23,12 +23,19 @@ const (
 	labelContainerName = "io.kubernetes.container.name"
 )
 
+// The sandbox labels that are not the pod's own (see podLabels).
+const (
+	kubeletLabelPrefix    = "io.kubernetes."
+	annotationLabelPrefix = "annotation."
+)
+
 // criMaxMessage is the kubelet's own limit for CRI responses: a node with
 // many containers answers ListContainers with more than gRPC's default 4 MiB.
 const criMaxMessage = 16 << 20
 
-// criResolver keeps the CRI runtime's container list, indexed by ID. A miss
-// lists every container again, at most once per MissRefreshInterval; run
+// criResolver keeps the CRI runtime's container list, indexed by ID, each
+// container with its pod sandbox's labels. A miss lists every container and
+// sandbox again (one call each), at most once per MissRefreshInterval; run
 // lists them on an interval so that removed containers leave the index.
 type criResolver struct {
 	socket  string
@@ -111,7 +118,7 @@ func (r *criResolver) Resolve(ctx context.Context, containerID, _ string) (Info,
 	return info, ok, nil
 }
 
-// refresh lists every container and replaces the index.
+// refresh lists every container and pod sandbox and replaces the index.
 func (r *criResolver) refresh(ctx context.Context) error {
 	r.refreshMu.Lock()
 	defer r.refreshMu.Unlock()
@@ -121,10 +128,9 @@ func (r *criResolver) refresh(ctx context.Context) error {
 func (r *criResolver) refreshLocked(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	resp, err := r.client.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	byID, err := r.list(ctx)
 	if err != nil {
 		r.metrics.criRefresh("error")
-		err = fmt.Errorf("listing CRI containers at %s: %w", r.socket, err)
 		if !r.failing && ctx.Err() == nil {
 			r.log.Warn().Err(err).Msg("CRI runtime unavailable; containers resolve to the cgroup pod UID only")
 		}
@@ -136,18 +142,50 @@ func (r *criResolver) refreshLocked(ctx context.Context) error {
 		r.log.Info().Msg("CRI runtime available again")
 		r.failing = false
 	}
-	byID := make(map[string]Info, len(resp.GetContainers()))
-	for _, c := range resp.GetContainers() {
-		if c.GetId() == "" {
-			continue
-		}
-		info := infoFromCRI(c)
-		byID[info.ContainerID] = info
-	}
 	r.mu.Lock()
 	r.byID = byID
 	r.mu.Unlock()
 	return nil
+}
+
+// list lists the containers, then the pod sandboxes, and joins them. In
+// that order a listed container's sandbox is in the second list unless it
+// was removed in between (and the container with it); the other way round
+// a container started between the calls would lack its pod's labels. A
+// runtime that answers one list and not the other is an error: the index
+// and what was cached from it stay as they were, rather than taking
+// containers without their labels for good.
+func (r *criResolver) list(ctx context.Context) (map[string]Info, error) {
+	cs, err := r.client.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("listing CRI containers at %s: %w", r.socket, err)
+	}
+	ps, err := r.client.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("listing CRI pod sandboxes at %s: %w", r.socket, err)
+	}
+	return indexCRI(cs.GetContainers(), ps.GetItems()), nil
+}
+
+// indexCRI indexes containers by lowercased ID, each with the labels of its
+// pod sandbox (by PodSandboxId). The containers of one pod share one map.
+func indexCRI(containers []*runtimeapi.Container, sandboxes []*runtimeapi.PodSandbox) map[string]Info {
+	labels := make(map[string]map[string]string, len(sandboxes))
+	for _, s := range sandboxes {
+		if l := podLabels(s.GetLabels()); l != nil {
+			labels[s.GetId()] = l
+		}
+	}
+	byID := make(map[string]Info, len(containers))
+	for _, c := range containers {
+		if c.GetId() == "" {
+			continue
+		}
+		info := infoFromCRI(c)
+		info.Labels = labels[c.GetPodSandboxId()]
+		byID[info.ContainerID] = info
+	}
+	return byID
 }
 
 // infoFromCRI reads the kubelet's labels, and the container's metadata name
@@ -165,6 +203,26 @@ func infoFromCRI(c *runtimeapi.Container) Info {
 		info.Container = c.GetMetadata().GetName()
 	}
 	return info
+}
+
+// podLabels returns a pod's own labels from its sandbox's: the kubelet
+// copies the Pod's labels onto the sandbox config and adds its own
+// io.kubernetes.pod.{name,namespace,uid}. Every label is kept except those
+// under io.kubernetes. (the kubelet's, cri-dockerd's io.kubernetes.docker.*
+// too) and annotation. (how dockershim-era runtimes stored annotations as
+// labels). nil when nothing is left.
+func podLabels(sandbox map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range sandbox {
+		if strings.HasPrefix(k, kubeletLabelPrefix) || strings.HasPrefix(k, annotationLabelPrefix) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(sandbox))
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // run lists now and every interval until ctx is done. A zero interval lists

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,12 +23,16 @@ import (
 )
 
 // fakeRuntimeService is a test double of a CRI runtime: a real gRPC
-// RuntimeService that implements only ListContainers, from a settable list.
+// RuntimeService that implements only ListContainers and ListPodSandbox,
+// from settable lists. sandboxErr, when set, fails ListPodSandbox.
 type fakeRuntimeService struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
-	mu         sync.Mutex
-	containers []*runtimeapi.Container
-	calls      atomic.Int64
+	mu           sync.Mutex
+	containers   []*runtimeapi.Container
+	sandboxes    []*runtimeapi.PodSandbox
+	sandboxErr   error
+	calls        atomic.Int64 // ListContainers
+	sandboxCalls atomic.Int64 // ListPodSandbox
 }
 
 func (f *fakeRuntimeService) ListContainers(context.Context, *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
@@ -37,10 +42,32 @@ func (f *fakeRuntimeService) ListContainers(context.Context, *runtimeapi.ListCon
 	return &runtimeapi.ListContainersResponse{Containers: append([]*runtimeapi.Container(nil), f.containers...)}, nil
 }
 
+func (f *fakeRuntimeService) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	f.sandboxCalls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sandboxErr != nil {
+		return nil, f.sandboxErr
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: append([]*runtimeapi.PodSandbox(nil), f.sandboxes...)}, nil
+}
+
 func (f *fakeRuntimeService) set(cs ...*runtimeapi.Container) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.containers = cs
+}
+
+func (f *fakeRuntimeService) setSandboxes(ps ...*runtimeapi.PodSandbox) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sandboxes = ps
+}
+
+func (f *fakeRuntimeService) failSandboxes(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sandboxErr = err
 }
 
 // serve runs f on a unix socket at path until the test ends.
@@ -68,6 +95,21 @@ func kubeContainer(i Info) *runtimeapi.Container {
 			labelPodName:       i.Pod,
 			labelContainerName: i.Container,
 		},
+	}
+}
+
+// kubeSandbox is the pod sandbox the kubelet would create for i's pod: the
+// pod's labels (i.Labels) plus its own io.kubernetes.pod.* ones.
+func kubeSandbox(i Info) *runtimeapi.PodSandbox {
+	l := map[string]string{labelPodUID: i.PodUID, labelPodNamespace: i.Namespace, labelPodName: i.Pod}
+	for k, v := range i.Labels {
+		l[k] = v
+	}
+	return &runtimeapi.PodSandbox{
+		Id:       "sandbox-" + i.Pod,
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: i.Pod, Namespace: i.Namespace, Uid: i.PodUID},
+		State:    runtimeapi.PodSandboxState_SANDBOX_READY,
+		Labels:   l,
 	}
 }
 
@@ -115,7 +157,7 @@ func TestCRIResolverLabels(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, found, err := r.Resolve(ctx, tt.cid, "")
-			if err != nil || !found || got != tt.want {
+			if err != nil || !found || !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("Resolve() = %+v, %v, %v; want %+v", got, found, err, tt.want)
 			}
 		})
@@ -132,10 +174,10 @@ func TestCRIResolverNotFound(t *testing.T) {
 	f.serve(t, socket)
 	r, _, _ := newTestCRI(t, socket)
 	got, found, err := r.Resolve(context.Background(), cidB, uidB)
-	if err != nil || found || got != (Info{}) {
+	if err != nil || found || !reflect.DeepEqual(got, Info{}) {
 		t.Fatalf("Resolve() = %+v, %v, %v; want not found, no error", got, found, err)
 	}
-	if got, found, _ := r.Resolve(context.Background(), "", uidB); found || got != (Info{}) {
+	if got, found, _ := r.Resolve(context.Background(), "", uidB); found || !reflect.DeepEqual(got, Info{}) {
 		t.Fatal("found a container without an ID")
 	}
 }
@@ -160,7 +202,7 @@ func TestCRIResolverMissesRateLimited(t *testing.T) {
 		t.Fatal("a limited miss listed the containers")
 	}
 	*now = now.Add(time.Second)
-	if got, found, err := r.Resolve(ctx, cidA, ""); err != nil || !found || got != infoA {
+	if got, found, err := r.Resolve(ctx, cidA, ""); err != nil || !found || !reflect.DeepEqual(got, infoA) {
 		t.Fatalf("after the limit: %+v, %v, %v", got, found, err)
 	}
 	if n := f.calls.Load(); n != 2 {
@@ -207,7 +249,7 @@ func TestCRIServerDown(t *testing.T) {
 	}
 	defer s.Close()
 	got, found, err := s.Resolve(ctx, cidA, uidA)
-	if err != nil || !found || got != (Info{ContainerID: cidA, PodUID: uidA}) {
+	if err != nil || !found || !reflect.DeepEqual(got, Info{ContainerID: cidA, PodUID: uidA}) {
 		t.Fatalf("service with the runtime down: %+v, %v, %v; want the cgroup answer", got, found, err)
 	}
 
@@ -217,7 +259,7 @@ func TestCRIServerDown(t *testing.T) {
 	tu.EventuallyNil(t, func() error { // the client reconnects after its backoff
 		*now = now.Add(time.Second)
 		got, found, err := r.Resolve(ctx, cidA, uidA)
-		if found && got == infoA {
+		if found && reflect.DeepEqual(got, infoA) {
 			return nil
 		}
 		return fmt.Errorf("runtime up again, still %+v, %v, %v", got, found, err)
@@ -259,7 +301,7 @@ func TestServiceRunRefreshes(t *testing.T) {
 	cancel()
 	<-done
 	calls := f.calls.Load()
-	if got, found, err := s.Resolve(context.Background(), cidB, uidB); err != nil || !found || got != infoB {
+	if got, found, err := s.Resolve(context.Background(), cidB, uidB); err != nil || !found || !reflect.DeepEqual(got, infoB) {
 		t.Fatalf("Resolve() = %+v, %v, %v", got, found, err)
 	}
 	if f.calls.Load() != calls {

@@ -12,6 +12,7 @@ import (
 func FuzzParsePodMap(f *testing.F) {
 	f.Add([]byte(`[{"containerID":"` + cidA + `","podUID":"` + uidA + `","namespace":"default","pod":"web-0","container":"nginx"}]`))
 	f.Add([]byte("- podUID: " + uidA + "\n  namespace: default\n  pod: web-0\n"))
+	f.Add([]byte("- podUID: " + uidA + "\n  labels: {app: web, version: 2, empty: ''}\n- containerID: " + cidA + "\n  labels: {}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 4<<10 {
 			return // big inputs only slow the minimizer down

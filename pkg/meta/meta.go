@@ -1,10 +1,12 @@
 // Package meta resolves a container ID (and the pod UID parsed from its
-// cgroup path) to the pod UID, namespace, pod name and container name.
+// cgroup path) to the pod UID, namespace, pod name, container name and pod
+// labels.
 //
 // Sources are tried in a fixed order: a static mapping file (--pod-map, for
-// bare runc and tests), the CRI runtime socket (ListContainers labels), and
-// last the pod UID from the cgroup path alone. Results are kept in a bounded
-// LRU cache; misses and partial answers are cached briefly.
+// bare runc and tests), the CRI runtime socket (ListContainers labels,
+// joined to ListPodSandbox labels for the pod's own), and last the pod UID
+// from the cgroup path alone. Results are kept in a bounded LRU cache;
+// misses and partial answers are cached briefly.
 package meta
 
 import (
@@ -24,6 +26,13 @@ type Info struct {
 	Namespace   string `json:"namespace"`
 	Pod         string `json:"pod"`
 	Container   string `json:"container"`
+	// Labels are the pod's own labels (app, team, ...); nil when none are
+	// known. From the CRI they are the pod sandbox's without the
+	// kubelet's io.kubernetes.* (see podLabels), as the kubelet set them
+	// when it created the pod: it does not pass later label changes to
+	// the runtime. From the pod map they are the entry's, verbatim. The
+	// map is shared between answers: read it, never write it.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // complete reports whether Info names the pod, not just its UID.
@@ -42,14 +51,16 @@ const DefaultCRISocket = "/run/containerd/containerd.sock"
 
 // Config configures New. A zero field takes its value from Default.
 type Config struct {
-	// PodMapPath is a static JSON or YAML list of Info. Empty disables it.
+	// PodMapPath is a static JSON or YAML list of Info (labels
+	// included). Empty disables it.
 	PodMapPath string `json:"podMapPath"`
 	// CRISocket is the path of the CRI runtime's unix socket. Empty
 	// disables CRI lookups.
 	CRISocket string `json:"criSocket"`
 	// CacheSize bounds the number of cached containers.
 	CacheSize int `json:"cacheSize"`
-	// RefreshInterval is how often Run lists every CRI container.
+	// RefreshInterval is how often Run lists every CRI container and pod
+	// sandbox.
 	RefreshInterval time.Duration `json:"refreshInterval"`
 	// MissRefreshInterval is the least time between two CRI listings
 	// caused by misses.
@@ -57,7 +68,8 @@ type Config struct {
 	// NegativeTTL is how long a miss, or an answer with only the pod UID,
 	// stays cached before the sources are asked again.
 	NegativeTTL time.Duration `json:"negativeTTL"`
-	// CRITimeout bounds one ListContainers call.
+	// CRITimeout bounds one CRI listing: ListContainers and
+	// ListPodSandbox together.
 	CRITimeout time.Duration `json:"criTimeout"`
 }
 
@@ -166,10 +178,10 @@ func (s *Service) Resolve(ctx context.Context, containerID, podUID string) (Info
 	return s.cache.Resolve(ctx, containerID, podUID)
 }
 
-// Run lists the CRI containers now and every RefreshInterval until ctx is
-// done, so that containers that are gone leave the index. Failures are
-// logged, not returned. Without a CRI socket it returns at once. Resolve
-// works without Run: a miss lists the containers.
+// Run lists the CRI containers and pod sandboxes now and every
+// RefreshInterval until ctx is done, so that containers that are gone leave
+// the index. Failures are logged, not returned. Without a CRI socket it
+// returns at once. Resolve works without Run: a miss lists the containers.
 func (s *Service) Run(ctx context.Context) {
 	if s.cri == nil {
 		return

@@ -20,7 +20,9 @@ import (
 // first non-blank character is '[' is JSON; anything else is YAML. An empty
 // document is an empty map. Every entry needs a containerID or, for an entry
 // that covers every container of a pod, a podUID. IDs are lowercased and
-// must be unique.
+// must be unique. An entry's optional labels (a map of strings; YAML
+// numbers and booleans become their text) are the pod's, kept verbatim;
+// an empty map is no labels.
 func parsePodMap(data []byte) ([]Info, error) {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	trimmed := bytes.TrimSpace(data)
@@ -44,6 +46,9 @@ func parsePodMap(data []byte) ([]Info, error) {
 		e.Namespace = strings.TrimSpace(e.Namespace)
 		e.Pod = strings.TrimSpace(e.Pod)
 		e.Container = strings.TrimSpace(e.Container)
+		if len(e.Labels) == 0 {
+			e.Labels = nil
+		}
 	}
 	if _, err := NewStatic(entries); err != nil {
 		return nil, fmt.Errorf("parsing pod map: %w", err)

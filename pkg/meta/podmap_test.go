@@ -68,6 +68,32 @@ func TestParsePodMap(t *testing.T) {
 			want: []Info{{PodUID: uidA, Namespace: "default", Pod: "web-0"}},
 		},
 		{
+			name: "labels json",
+			in:   `[{"containerID":"` + cidA + `","namespace":"default","pod":"web-0","labels":{"app":"web","app.kubernetes.io/part-of":"shop"}}]`,
+			want: []Info{{ContainerID: cidA, Namespace: "default", Pod: "web-0",
+				Labels: map[string]string{"app": "web", "app.kubernetes.io/part-of": "shop"}}},
+		},
+		{
+			name: "labels yaml, numbers and booleans as text, kept verbatim",
+			in:   "- podUID: " + uidA + "\n  labels:\n    app: web\n    version: 2\n    canary: true\n    ' spaced ': ' x '\n",
+			want: []Info{{PodUID: uidA, Labels: map[string]string{"app": "web", "version": "2", "canary": "true", " spaced ": " x "}}},
+		},
+		{
+			name: "empty labels are none",
+			in:   "- containerID: " + cidA + "\n  labels: {}\n- containerID: " + cidB + "\n  labels:\n",
+			want: []Info{{ContainerID: cidA}, {ContainerID: cidB}},
+		},
+		{
+			name:    "labels not a map",
+			in:      "- containerID: " + cidA + "\n  labels: [app, web]\n",
+			wantErr: "parsing pod map as YAML",
+		},
+		{
+			name:    "label value not a string",
+			in:      `[{"containerID":"` + cidA + `","labels":{"app":{"name":"web"}}}]`,
+			wantErr: "line 1 column",
+		},
+		{
 			name:    "json syntax error has a position",
 			in:      "[\n  {\"containerID\": \"" + cidA + "\",}\n]",
 			wantErr: "line 2 column",
@@ -143,7 +169,7 @@ func TestParsePodMap(t *testing.T) {
 }
 
 func TestStaticResolve(t *testing.T) {
-	pod := Info{PodUID: uidB, Namespace: "kube-system", Pod: "dns-1"}
+	pod := Info{PodUID: uidB, Namespace: "kube-system", Pod: "dns-1", Labels: map[string]string{"k8s-app": "kube-dns"}}
 	noUID := Info{ContainerID: cidB, Namespace: "default", Pod: "runc-demo", Container: "demo"}
 	s, err := NewStatic([]Info{infoA, pod})
 	if err != nil {
@@ -162,7 +188,8 @@ func TestStaticResolve(t *testing.T) {
 	}{
 		{"by container ID", s, cidA, "", infoA, true},
 		{"by container ID, upper case", s, strings.ToUpper(cidA), uidA, infoA, true},
-		{"by pod UID", s, cidB, uidB, Info{ContainerID: cidB, PodUID: uidB, Namespace: "kube-system", Pod: "dns-1"}, true},
+		{"by pod UID, with the pod's labels", s, cidB, uidB,
+			Info{ContainerID: cidB, PodUID: uidB, Namespace: "kube-system", Pod: "dns-1", Labels: map[string]string{"k8s-app": "kube-dns"}}, true},
 		{"unknown", s, cidB, "", Info{}, false},
 		{"nothing", s, "", "", Info{}, false},
 		{"entry without pod UID takes the caller's", s2, cidB, uidB, Info{ContainerID: cidB, PodUID: uidB, Namespace: "default", Pod: "runc-demo", Container: "demo"}, true},
@@ -170,7 +197,7 @@ func TestStaticResolve(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, found, err := tt.s.Resolve(context.Background(), tt.cid, tt.uid)
-			if err != nil || found != tt.wantFound || got != tt.want {
+			if err != nil || found != tt.wantFound || !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("Resolve() = %+v, %v, %v; want %+v, %v, nil", got, found, err, tt.want, tt.wantFound)
 			}
 		})
