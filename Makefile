@@ -38,7 +38,7 @@ CLANG_MAJOR  ?= 14
 # Debian packages as package:check, where check is a command that must be on
 # PATH, "static:busybox" for a statically linked binary, or "dpkg" for an
 # installed package.
-RUNTIME_DEPS  := runc:runc busybox-static:static:busybox jq:jq curl:curl kubernetes-client:kubectl gcc:gcc libc6-dev:dpkg
+RUNTIME_DEPS  := runc:runc containerd:containerd busybox-static:static:busybox jq:jq curl:curl kubernetes-client:kubectl gcc:gcc libc6-dev:dpkg
 GENERATE_DEPS := clang:clang llvm:llvm-strip libbpf-dev:dpkg
 
 IS_ROOT := $(filter 0,$(shell id -u))
@@ -74,7 +74,7 @@ else \
 fi
 endef
 
-.PHONY: all deps deps-test deps-generate generate build test test-es bench demo demo-capture lint fuzz clean docs render-config image
+.PHONY: all deps deps-test deps-generate generate build test test-es bench demo demo-capture lint fuzz clean docs render-config image image-docker e2e-node
 
 all: lint build test
 
@@ -132,9 +132,21 @@ render-config:
 	@deploy/render-config.sh $(HELM_ARGS)
 
 IMAGE ?= ghcr.io/execid/correlator:dev
-## image: the container image (needs a Docker engine; there is none on the dev machines).
+IMAGE_ARCHIVE ?= bin/correlator.oci.tar
+## image: correlator's image as an OCI archive, offline (no Docker, no registry):
+## import it with `ctr -n k8s.io images import bin/correlator.oci.tar`.
 image:
+	GO=$(GO) IMAGE=$(IMAGE) OUT=$(IMAGE_ARCHIVE) bash scripts/image.sh
+
+## image-docker: the same image from the Dockerfile (needs a Docker engine).
+image-docker:
 	docker build -t $(IMAGE) .
+
+## e2e-node: the containerd node harness (root): offline images, CRI pods in
+## several namespaces, execs through containerd's task API as a KEP-6035
+## runtime lands them, and the CRI's own exec. Also part of `make test`.
+e2e-node: deps-test
+	$(GO) test -count=1 -v -timeout 15m ./internal/ociimage/... ./internal/nodeharness/...
 
 ## fuzz: each Fuzz* function of each package for FUZZTIME (default 30s).
 fuzz:

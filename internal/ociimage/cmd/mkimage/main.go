@@ -1,0 +1,54 @@
+// Command mkimage writes an OCI image-layout archive offline (no Docker, no
+// registry), for `make image` and the node harness:
+//
+//	go run ./internal/ociimage/cmd/mkimage -kind correlator -binary bin/correlator -ref ghcr.io/execid/correlator:dev -o bin/correlator.oci.tar
+//	go run ./internal/ociimage/cmd/mkimage -kind busybox -o busybox.oci.tar
+//	go run ./internal/ociimage/cmd/mkimage -kind pause -o pause.oci.tar
+//
+// Import the archive with `ctr -n k8s.io images import <archive>`.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/execid/correlator/internal/ociimage"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "mkimage:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("mkimage", flag.ContinueOnError)
+	kind := fs.String("kind", "correlator", "image to build: correlator, busybox or pause")
+	out := fs.String("o", "", "archive to write (required)")
+	binary := fs.String("binary", "bin/correlator", "correlator's static binary (kind correlator)")
+	ref := fs.String("ref", ociimage.CorrelatorRef, "image reference (kind correlator)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return fmt.Errorf("parsing flags: -o is required")
+	}
+	var err error
+	switch *kind {
+	case "correlator":
+		err = ociimage.WriteCorrelator(*out, *ref, *binary)
+	case "busybox":
+		err = ociimage.Busybox(*out)
+	case "pause":
+		err = ociimage.Pause(*out)
+	default:
+		return fmt.Errorf("parsing flags: unknown -kind %q", *kind)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Println(*out)
+	return nil
+}
