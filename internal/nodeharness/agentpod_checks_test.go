@@ -1,0 +1,142 @@
+package nodeharness
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execid/correlator/internal/ociimage"
+	"github.com/execid/correlator/internal/testutil"
+	"github.com/execid/correlator/pkg/api"
+)
+
+// TestAgentPod's checks of the pod itself and of ID-less execs.
+
+// checkAmbiguous runs an ID-less ExecSync that two audit records of the
+// same pod and container match equally: the API must name both as
+// candidates and attribute it to neither. (The heuristic subtest is the
+// positive control: one record, one answer.)
+func checkAmbiguous(t *testing.T, n *Node, client *api.Client, agent *AgentPod, ctr string) {
+	marker := "amb-" + testutil.RandomUUID()[:8]
+	cmd := []string{"/bin/sh", "-c", "/bin/echo " + marker + "; exit 0"}
+	var reqs []testutil.ExecRequest
+	for _, user := range []string{"frank", "grace"} {
+		reqs = append(reqs, testutil.ExecRequest{AuditID: testutil.RandomUUID(), User: user, Groups: []string{"dev"},
+			Namespace: "team-a", Pod: "web", Container: "app", Command: cmd, Received: time.Now(), Duration: 2 * time.Second})
+	}
+	if stdout, stderr, code, err := n.CRIExec(ctr, cmd); err != nil || code != 0 || !strings.Contains(stdout, marker) {
+		t.Fatalf("ExecSync: %v, exit %d, stdout %q, stderr %q", err, code, stdout, stderr)
+	}
+	appendAuditLog(t, agent.AuditLog, append(reqs[0].LogLines(), reqs[1].LogLines()...))
+	root := waitAttributed(t, client, "web", marker)
+	t.Logf("ExecSync root with two matching records: attribution %q, auditID %q, candidates %v",
+		root.Attribution, root.AuditID, root.Candidates)
+	want := []string{reqs[0].AuditID, reqs[1].AuditID}
+	slices.Sort(want)
+	got := slices.Sorted(slices.Values(root.Candidates))
+	if root.Attribution != "ambiguous" || root.AuditID != "" || !slices.Equal(got, want) {
+		t.Errorf("attributed %q to %q, candidates %v; want ambiguous, no ID, candidates %v",
+			root.Attribution, root.AuditID, got, want)
+	}
+}
+
+// waitPodKnown runs ID-less probes in a pod through ExecSync until the API
+// shows one with the pod's metadata. The agent resolves a container once,
+// on its first process, and pkg/meta answers a miss within
+// MissRefreshInterval (1s) of the last listing from its negative cache
+// (5s): processes of a container started that soon after another are
+// stored with no pod at all.
+func waitPodKnown(t *testing.T, n *Node, client *api.Client, ctr string, p podSpec) {
+	t.Helper()
+	probes, marker := 0, ""
+	testutil.EventuallyNil(t, func() error {
+		if marker == "" {
+			marker = "probe-" + testutil.RandomUUID()[:8]
+			probes++
+			if _, _, _, err := n.CRIExec(ctr, []string{"/bin/echo", marker}); err != nil {
+				return err
+			}
+		}
+		page, err := client.Processes(context.Background(), url.Values{"command": {marker}})
+		if err != nil {
+			return err
+		}
+		if len(page.Items) == 0 {
+			return fmt.Errorf("waiting for probe %d in %s/%s to be stored", probes, p.namespace, p.name)
+		}
+		if q := page.Items[0]; q.Pod != p.name || q.Namespace != p.namespace {
+			marker = "" // the next poll runs a new probe
+			return fmt.Errorf("probe %d in %s/%s stored in %q/%q", probes, p.namespace, p.name, q.Namespace, q.Pod)
+		}
+		return nil
+	})
+	t.Logf("pod %s/%s known to the agent after %d probes", p.namespace, p.name, probes)
+}
+
+// checkConfinement reads the agent's process from the host: the chart's
+// securityContext as the kernel applied it.
+func checkConfinement(t *testing.T, n *Node, agent *AgentPod) {
+	pid, err := n.ContainerPID(agent.ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			status[k] = strings.TrimSpace(v)
+		}
+	}
+	// CAP_DAC_READ_SEARCH 2, CAP_SYS_PTRACE 19, CAP_PERFMON 38, CAP_BPF 39.
+	caps := fmt.Sprintf("%016x", uint64(1)<<2|1<<19|1<<38|1<<39)
+	want := map[string]string{"CapEff": caps, "CapPrm": caps, "CapBnd": caps, "Seccomp": "2", "NoNewPrivs": "1"}
+	for k, v := range want {
+		if status[k] != v {
+			t.Errorf("agent %s: %q, want %q", k, status[k], v)
+		}
+	}
+	if !strings.HasPrefix(status["Uid"], "0\t") {
+		t.Errorf("agent Uid: %q, want 0", status["Uid"])
+	}
+	mi, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mi), "\n") {
+		if f := strings.Fields(line); len(f) > 5 && f[4] == "/" && !strings.HasPrefix(f[5], "ro") {
+			t.Errorf("agent root mounted %s, want read-only", f[5])
+		}
+	}
+	// hostPID: the agent shares the test's (the host's) PID namespace.
+	if root, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid)); err != nil {
+		t.Error(err)
+	} else if host, _ := os.Readlink("/proc/self/ns/pid"); root != host {
+		t.Errorf("agent PID namespace %s, want the host's %s", root, host)
+	}
+	t.Logf("agent pid %d: CapEff %s Seccomp %s NoNewPrivs %s", pid, status["CapEff"], status["Seccomp"], status["NoNewPrivs"])
+}
+
+// buildCorrelatorImage builds the static binary and its OCI archive.
+func buildCorrelatorImage(t *testing.T, dir string) string {
+	t.Helper()
+	bin, archive := filepath.Join(dir, "correlator"), filepath.Join(dir, "correlator.oci.tar")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/execid/correlator/cmd/correlator")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building correlator: %v: %s", err, out)
+	}
+	if err := ociimage.Correlator(archive, bin); err != nil {
+		t.Fatal(err)
+	}
+	return archive
+}
