@@ -2,7 +2,9 @@ package nodeharness
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -15,6 +17,7 @@ import (
 	"github.com/execid/correlator/internal/ociimage"
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/api"
+	"github.com/execid/correlator/pkg/store"
 )
 
 // TestAgentPod's checks of the pod itself and of ID-less execs.
@@ -139,4 +142,118 @@ func buildCorrelatorImage(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return archive
+}
+
+// labelRule is the extra alert rule TestAgentPod installs through the
+// chart: one alert per session in a pod labelled app=db (team-b/db, not
+// team-a/web, whose label is app=web), its message naming the label's
+// value through the label.NAME template field.
+const labelRule = "test-pod-label-app-db"
+
+// labelRules is the chart's alerts.rules value: the shipped rules file
+// with labelRule appended, so the agent keeps the rules it ships with.
+func labelRules(t *testing.T) string {
+	t.Helper()
+	shipped, err := os.ReadFile(filepath.Join("..", "..", "pkg", "alert", "rules", "default.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimRight(string(shipped), "\n") + `
+
+  - name: ` + labelRule + `
+    description: TestAgentPod's rule on a pod label of one pod only.
+    severity: low
+    scope: session
+    message: "label app=$(label.app) on $(user)'s exec into $(namespace)/$(pod)"
+    match:
+      labels: {app: db}
+`
+}
+
+// helmSetValue is a --set argument that sets key to the string value
+// verbatim: helm's --set reads `\x` as a literal x and ends a value at
+// an unescaped comma.
+func helmSetValue(key, value string) string {
+	r := strings.NewReplacer(`\`, `\\`, `,`, `\,`)
+	return key + "=" + r.Replace(value)
+}
+
+// checkLabelAlerts judges GET /api/v1/alerts?rule=labelRule: the rule
+// on the db pod's label app=db fired for each session in team-b/db (the
+// positive control: pod labels went from the CRI's sandboxes through
+// pkg/meta to the rule and its message) and, once those are seen, for
+// none of the sessions in team-a/web (labelled app=web), all of which are
+// already stored.
+func checkLabelAlerts(t *testing.T, agent *AgentPod, sessions []*agentSession) {
+	var alerts []store.Alert
+	testutil.EventuallyNil(t, func() error {
+		var err error
+		if alerts, err = listAlerts(agent, url.Values{"rule": {labelRule}, "limit": {"500"}}); err != nil {
+			return err
+		}
+		for _, s := range sessions {
+			if s.req.Pod == "db" && !slices.ContainsFunc(alerts, func(a store.Alert) bool { return a.AuditID == s.req.AuditID }) {
+				return fmt.Errorf("waiting for %s on %s's session %s in %s/%s; alerts so far:\n%s",
+					labelRule, s.req.User, s.req.AuditID, s.req.Namespace, s.req.Pod, dumpAlerts(alerts))
+			}
+		}
+		return nil
+	})
+	// The web sessions were stored before this subtest began; take a
+	// fresh page now that the db ones' alerts are out.
+	alerts, err := listAlerts(agent, url.Values{"rule": {labelRule}, "limit": {"500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]*agentSession{}
+	for _, s := range sessions {
+		byID[s.req.AuditID] = s
+	}
+	for _, a := range alerts {
+		s := byID[a.AuditID]
+		switch {
+		case s != nil && s.req.Pod != "db":
+			t.Errorf("%s fired on %s's session %s in %s/%s (label app=web): %q",
+				labelRule, s.req.User, a.AuditID, s.req.Namespace, s.req.Pod, a.Message)
+		case s != nil:
+			want := fmt.Sprintf("label app=db on %s's exec into team-b/db", s.req.User)
+			if a.Message != want || a.ProcessID != "" || a.Severity != "low" {
+				t.Errorf("%s on session %s: message %q, process %q, severity %q; want %q, no process, low",
+					labelRule, a.AuditID, a.Message, a.ProcessID, a.Severity, want)
+			}
+		default:
+			t.Errorf("%s fired on %q, no session of the test: %q", labelRule, a.AuditID, a.Message)
+		}
+	}
+	t.Logf("%s alerts:\n%s", labelRule, dumpAlerts(alerts))
+}
+
+// listAlerts is GET /api/v1/alerts with q.
+func listAlerts(agent *AgentPod, q url.Values) ([]store.Alert, error) {
+	req, err := http.NewRequest(http.MethodGet, agent.Base+"/api/v1/alerts?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+agent.Token)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /api/v1/alerts: %s", resp.Status)
+	}
+	var page api.Page[store.Alert]
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+		return nil, fmt.Errorf("GET /api/v1/alerts: %w", err)
+	}
+	return page.Items, nil
+}
+
+func dumpAlerts(as []store.Alert) string {
+	var b strings.Builder
+	for _, a := range as {
+		fmt.Fprintf(&b, "  %s %s audit=%s process=%s %q\n", a.Rule, a.Severity, a.AuditID, a.ProcessID, a.Message)
+	}
+	return b.String()
 }

@@ -43,7 +43,10 @@ func TestAgentPod(t *testing.T) {
 	n := Start(t, Options{Archives: []string{buildCorrelatorImage(t, dir)}})
 	n.WaitImage(ociimage.CorrelatorRef)
 	nodeUp := time.Since(began)
-	agent := n.RunAgentPod(t, filepath.Join("..", "..", "deploy", "helm", "correlator"), dir)
+	// The chart's alerts.rules: the shipped rules and one on a pod label
+	// only the db pod has (checkLabelAlerts).
+	agent := n.RunAgentPod(t, filepath.Join("..", "..", "deploy", "helm", "correlator"), dir,
+		helmSetValue("alerts.rules", labelRules(t)))
 	t.Logf("node up in %v, agent pod ready %v later", nodeUp.Round(time.Millisecond),
 		(time.Since(began) - nodeUp).Round(time.Millisecond))
 	t.Cleanup(func() {
@@ -122,6 +125,9 @@ func TestAgentPod(t *testing.T) {
 			checkPodProcesses(t, client, p, sessions)
 		}
 	})
+
+	// After every session is stored (the session subtests waited for each).
+	t.Run("alert on pod label", func(t *testing.T) { checkLabelAlerts(t, agent, sessions) })
 
 	t.Run("CRI exec matching two records", func(t *testing.T) { checkAmbiguous(t, n, client, agent, ctrs["web"]) })
 
