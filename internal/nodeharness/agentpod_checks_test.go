@@ -50,37 +50,36 @@ func checkAmbiguous(t *testing.T, n *Node, client *api.Client, agent *AgentPod, 
 	}
 }
 
-// waitPodKnown runs ID-less probes in a pod through ExecSync until the API
-// shows one with the pod's metadata. The agent resolves a container once,
-// on its first process, and pkg/meta answers a miss within
-// MissRefreshInterval (1s) of the last listing from its negative cache
-// (5s): processes of a container started that soon after another are
-// stored with no pod at all.
-func waitPodKnown(t *testing.T, n *Node, client *api.Client, ctr string, p podSpec) {
+// checkFirstProcessHasPod runs one ID-less probe in a pod started moments
+// before and checks that the agent stored it with its pod. The agent
+// resolves a container once, on its first process; a container started
+// within the CRI listing limiter's interval of the last listing used to be
+// a cached miss, stored with no pod at all. pkg/meta now asks the CRI about
+// that one container (ContainerStatus).
+func checkFirstProcessHasPod(t *testing.T, n *Node, client *api.Client, ctr string, p podSpec) {
 	t.Helper()
-	probes, marker := 0, ""
+	marker := "probe-" + testutil.RandomUUID()[:8]
+	if _, _, _, err := n.CRIExec(ctr, []string{"/bin/echo", marker}); err != nil {
+		t.Fatal(err)
+	}
 	testutil.EventuallyNil(t, func() error {
-		if marker == "" {
-			marker = "probe-" + testutil.RandomUUID()[:8]
-			probes++
-			if _, _, _, err := n.CRIExec(ctr, []string{"/bin/echo", marker}); err != nil {
-				return err
-			}
-		}
 		page, err := client.Processes(context.Background(), url.Values{"command": {marker}})
 		if err != nil {
 			return err
 		}
 		if len(page.Items) == 0 {
-			return fmt.Errorf("waiting for probe %d in %s/%s to be stored", probes, p.namespace, p.name)
-		}
-		if q := page.Items[0]; q.Pod != p.name || q.Namespace != p.namespace {
-			marker = "" // the next poll runs a new probe
-			return fmt.Errorf("probe %d in %s/%s stored in %q/%q", probes, p.namespace, p.name, q.Namespace, q.Pod)
+			return fmt.Errorf("waiting for the probe in %s/%s to be stored", p.namespace, p.name)
 		}
 		return nil
 	})
-	t.Logf("pod %s/%s known to the agent after %d probes", p.namespace, p.name, probes)
+	page, err := client.Processes(context.Background(), url.Values{"command": {marker}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := page.Items[0]; q.Pod != p.name || q.Namespace != p.namespace || q.Container != "app" {
+		t.Fatalf("the first process in %s/%s was stored in %q/%q/%q: a new container's first processes lose their pod",
+			p.namespace, p.name, q.Namespace, q.Pod, q.Container)
+	}
 }
 
 // checkConfinement reads the agent's process from the host: the chart's

@@ -72,10 +72,9 @@ func TestAgentPod(t *testing.T) {
 	}
 
 	t.Run("confinement", func(t *testing.T) { checkConfinement(t, n, agent) })
-	// The agent resolves a container's pod once, when its first process
-	// is seen; wait until it knows both pods (see waitPodKnown).
+	// The first process of each pod, started moments ago, has its pod.
 	for _, p := range pods {
-		waitPodKnown(t, n, client, ctrs[p.name], p)
+		checkFirstProcessHasPod(t, n, client, ctrs[p.name], p)
 	}
 
 	// Four overlapping sessions: every one starts before any ends.

@@ -33,21 +33,25 @@ const (
 // many containers answers ListContainers with more than gRPC's default 4 MiB.
 const criMaxMessage = 16 << 20
 
-// criResolver keeps the CRI runtime's container list, indexed by ID, each
-// container with its pod sandbox's labels. A miss lists every container and
-// sandbox again (one call each), at most once per MissRefreshInterval; run
-// lists them on an interval so that removed containers leave the index.
+// criResolver keeps the CRI runtime's containers and pod sandboxes,
+// indexed by ID, each container with its pod sandbox's labels. A miss lists
+// every container and sandbox again (one call each), at most once per
+// MissRefreshInterval; a miss that may not list asks the runtime about that
+// one container instead (see resolveOne), at most StatusLookupRate times a
+// second. run lists on an interval so that removed containers leave the
+// index.
 type criResolver struct {
-	socket  string
-	timeout time.Duration
-	conn    *grpc.ClientConn
-	client  runtimeapi.RuntimeServiceClient
-	limiter *rate.Limiter
-	log     zerolog.Logger
-	metrics *metrics
-	now     func() time.Time
+	socket        string
+	timeout       time.Duration
+	conn          *grpc.ClientConn
+	client        runtimeapi.RuntimeServiceClient
+	limiter       *rate.Limiter // listings caused by misses
+	statusLimiter *rate.Limiter // ContainerStatus lookups
+	log           zerolog.Logger
+	metrics       *metrics
+	now           func() time.Time
 
-	refreshMu sync.Mutex // one listing at a time; guards failing
+	refreshMu sync.Mutex // one listing or lookup at a time; guards failing
 	failing   bool       // the last listing failed
 	mu        sync.RWMutex
 	byID      map[string]Info
@@ -73,15 +77,16 @@ func newCRIResolver(cfg Config, log zerolog.Logger, m *metrics) (*criResolver, e
 		limit = rate.Every(cfg.MissRefreshInterval)
 	}
 	return &criResolver{
-		socket:  cfg.CRISocket,
-		timeout: cfg.CRITimeout,
-		conn:    conn,
-		client:  runtimeapi.NewRuntimeServiceClient(conn),
-		limiter: rate.NewLimiter(limit, 1),
-		log:     log.With().Str("criSocket", cfg.CRISocket).Logger(),
-		metrics: m,
-		now:     time.Now,
-		byID:    map[string]Info{},
+		socket:        cfg.CRISocket,
+		timeout:       cfg.CRITimeout,
+		conn:          conn,
+		client:        runtimeapi.NewRuntimeServiceClient(conn),
+		limiter:       rate.NewLimiter(limit, 1),
+		statusLimiter: rate.NewLimiter(rate.Limit(cfg.StatusLookupRate), cfg.StatusLookupRate),
+		log:           log.With().Str("criSocket", cfg.CRISocket).Logger(),
+		metrics:       m,
+		now:           time.Now,
+		byID:          map[string]Info{},
 	}, nil
 }
 
@@ -92,8 +97,10 @@ func (r *criResolver) lookup(containerID string) (Info, bool) {
 	return info, ok
 }
 
-// Resolve answers from the last listing; on a miss it lists again unless a
-// listing was made for a miss within MissRefreshInterval.
+// Resolve answers from the index; on a miss it lists again unless a listing
+// was made for a miss within MissRefreshInterval, and otherwise asks the
+// runtime about the one container. A container started just after a listing
+// is thus known at once, not after the cache's NegativeTTL.
 func (r *criResolver) Resolve(ctx context.Context, containerID, _ string) (Info, bool, error) {
 	if containerID == "" {
 		return Info{}, false, nil
@@ -109,7 +116,7 @@ func (r *criResolver) Resolve(ctx context.Context, containerID, _ string) (Info,
 	}
 	if !r.limiter.AllowN(r.now(), 1) {
 		r.metrics.criRefresh("limited")
-		return Info{}, false, nil
+		return r.resolveOneLocked(ctx, containerID)
 	}
 	if err := r.refreshLocked(ctx); err != nil {
 		return Info{}, false, err
@@ -167,40 +174,70 @@ func (r *criResolver) list(ctx context.Context) (map[string]Info, error) {
 	return indexCRI(cs.GetContainers(), ps.GetItems()), nil
 }
 
-// indexCRI indexes containers by lowercased ID, each with the labels of its
-// pod sandbox (by PodSandboxId). The containers of one pod share one map.
+// indexCRI indexes containers and pod sandboxes by lowercased ID, each
+// container with the labels of its pod sandbox (by PodSandboxId). A sandbox
+// is indexed as its pod with Container "" (the pause process's cgroup names
+// the sandbox ID), the same as a pod-map entry without a container. The
+// containers of one pod and its sandbox share one labels map. A container
+// and a sandbox with one ID (none is expected) index the container.
 func indexCRI(containers []*runtimeapi.Container, sandboxes []*runtimeapi.PodSandbox) map[string]Info {
+	byID := make(map[string]Info, len(containers)+len(sandboxes))
 	labels := make(map[string]map[string]string, len(sandboxes))
 	for _, s := range sandboxes {
-		if l := podLabels(s.GetLabels()); l != nil {
-			labels[s.GetId()] = l
+		if s.GetId() == "" {
+			continue
 		}
+		info := infoFromSandbox(s)
+		labels[s.GetId()] = info.Labels
+		byID[info.ContainerID] = info
 	}
-	byID := make(map[string]Info, len(containers))
 	for _, c := range containers {
 		if c.GetId() == "" {
 			continue
 		}
-		info := infoFromCRI(c)
+		info := infoFromCRI(c.GetId(), c.GetLabels(), c.GetMetadata().GetName())
 		info.Labels = labels[c.GetPodSandboxId()]
 		byID[info.ContainerID] = info
 	}
 	return byID
 }
 
-// infoFromCRI reads the kubelet's labels, and the container's metadata name
-// when the container-name label is missing.
-func infoFromCRI(c *runtimeapi.Container) Info {
-	l := c.GetLabels()
+// infoFromCRI reads a container's kubelet labels, and its metadata name
+// when the container-name label is missing. Both a listed container and a
+// ContainerStatus answer carry them.
+func infoFromCRI(id string, l map[string]string, metadataName string) Info {
 	info := Info{
-		ContainerID: strings.ToLower(c.GetId()),
+		ContainerID: strings.ToLower(id),
 		PodUID:      l[labelPodUID],
 		Namespace:   l[labelPodNamespace],
 		Pod:         l[labelPodName],
 		Container:   l[labelContainerName],
 	}
 	if info.Container == "" {
-		info.Container = c.GetMetadata().GetName()
+		info.Container = metadataName
+	}
+	return info
+}
+
+// infoFromSandbox reads a pod sandbox's kubelet labels, falling back to its
+// metadata, and its pod's own labels (podLabels). Container is "".
+func infoFromSandbox(s *runtimeapi.PodSandbox) Info {
+	l, md := s.GetLabels(), s.GetMetadata()
+	info := Info{
+		ContainerID: strings.ToLower(s.GetId()),
+		PodUID:      l[labelPodUID],
+		Namespace:   l[labelPodNamespace],
+		Pod:         l[labelPodName],
+		Labels:      podLabels(l),
+	}
+	if info.PodUID == "" {
+		info.PodUID = md.GetUid()
+	}
+	if info.Namespace == "" {
+		info.Namespace = md.GetNamespace()
+	}
+	if info.Pod == "" {
+		info.Pod = md.GetName()
 	}
 	return info
 }

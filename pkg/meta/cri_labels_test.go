@@ -167,8 +167,8 @@ func TestCRISandboxListingFails(t *testing.T) {
 	}
 }
 
-// TestIndexCRIShared: the containers of one pod share one labels map, and
-// containers without an ID are skipped.
+// TestIndexCRIShared: the containers of one pod and its sandbox share one
+// labels map, and containers without an ID are skipped.
 func TestIndexCRIShared(t *testing.T) {
 	web := infoA
 	web.Labels = map[string]string{"app": "web"}
@@ -176,11 +176,11 @@ func TestIndexCRIShared(t *testing.T) {
 	sidecar.ContainerID = strings.Repeat("c", 64)
 	idx := indexCRI([]*runtimeapi.Container{kubeContainer(web), kubeContainer(sidecar), {Id: ""}},
 		[]*runtimeapi.PodSandbox{kubeSandbox(web)})
-	if len(idx) != 2 {
-		t.Fatalf("indexed %d containers, want 2: %+v", len(idx), idx)
+	if len(idx) != 3 {
+		t.Fatalf("indexed %d containers and sandboxes, want 3: %+v", len(idx), idx)
 	}
-	a, c := idx[web.ContainerID].Labels, idx[sidecar.ContainerID].Labels
-	if !maps.Equal(a, web.Labels) || fmt.Sprintf("%p", a) != fmt.Sprintf("%p", c) {
-		t.Errorf("labels %v (%p) and %v (%p): want %v, one map", a, a, c, c, web.Labels)
+	a, c, s := idx[web.ContainerID].Labels, idx[sidecar.ContainerID].Labels, idx["sandbox-"+web.Pod].Labels
+	if !maps.Equal(a, web.Labels) || fmt.Sprintf("%p", a) != fmt.Sprintf("%p", c) || fmt.Sprintf("%p", a) != fmt.Sprintf("%p", s) {
+		t.Errorf("labels %v (%p), %v (%p) and the sandbox's %v (%p): want %v, one map", a, a, c, c, s, s, web.Labels)
 	}
 }

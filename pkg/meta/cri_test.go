@@ -17,22 +17,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	tu "github.com/execid/correlator/internal/testutil"
 )
 
 // fakeRuntimeService is a test double of a CRI runtime: a real gRPC
-// RuntimeService that implements only ListContainers and ListPodSandbox,
-// from settable lists. sandboxErr, when set, fails ListPodSandbox.
+// RuntimeService that implements only ListContainers, ListPodSandbox (its
+// ID, state and label filters) and ContainerStatus, from settable lists.
+// sandboxErr, when set, fails ListPodSandbox; statusErr ContainerStatus.
 type fakeRuntimeService struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 	mu           sync.Mutex
 	containers   []*runtimeapi.Container
 	sandboxes    []*runtimeapi.PodSandbox
 	sandboxErr   error
+	statusErr    error
 	calls        atomic.Int64 // ListContainers
 	sandboxCalls atomic.Int64 // ListPodSandbox
+	statusCalls  atomic.Int64 // ContainerStatus
 }
 
 func (f *fakeRuntimeService) ListContainers(context.Context, *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
@@ -42,14 +47,50 @@ func (f *fakeRuntimeService) ListContainers(context.Context, *runtimeapi.ListCon
 	return &runtimeapi.ListContainersResponse{Containers: append([]*runtimeapi.Container(nil), f.containers...)}, nil
 }
 
-func (f *fakeRuntimeService) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+func (f *fakeRuntimeService) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
 	f.sandboxCalls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.sandboxErr != nil {
 		return nil, f.sandboxErr
 	}
-	return &runtimeapi.ListPodSandboxResponse{Items: append([]*runtimeapi.PodSandbox(nil), f.sandboxes...)}, nil
+	filter := req.GetFilter()
+	var items []*runtimeapi.PodSandbox
+	for _, s := range f.sandboxes {
+		if filter.GetId() != "" && s.GetId() != filter.GetId() ||
+			filter.GetState() != nil && s.GetState() != filter.GetState().GetState() {
+			continue
+		}
+		match := true
+		for k, v := range filter.GetLabelSelector() {
+			if got, ok := s.GetLabels()[k]; !ok || got != v {
+				match = false
+			}
+		}
+		if match {
+			items = append(items, s)
+		}
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: items}, nil
+}
+
+// ContainerStatus answers as containerd does: NotFound for an ID it does
+// not know, which includes a sandbox's.
+func (f *fakeRuntimeService) ContainerStatus(_ context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
+	f.statusCalls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.statusErr != nil {
+		return nil, f.statusErr
+	}
+	for _, c := range f.containers {
+		if c.GetId() == req.GetContainerId() {
+			return &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{
+				Id: c.GetId(), Metadata: c.GetMetadata(), State: c.GetState(), Labels: c.GetLabels(),
+			}}, nil
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "container %q: not found", req.GetContainerId())
 }
 
 func (f *fakeRuntimeService) set(cs ...*runtimeapi.Container) {
@@ -62,6 +103,12 @@ func (f *fakeRuntimeService) setSandboxes(ps ...*runtimeapi.PodSandbox) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.sandboxes = ps
+}
+
+func (f *fakeRuntimeService) failStatus(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statusErr = err
 }
 
 func (f *fakeRuntimeService) failSandboxes(err error) {
@@ -182,6 +229,8 @@ func TestCRIResolverNotFound(t *testing.T) {
 	}
 }
 
+// TestCRIResolverMissesRateLimited: misses list at most once per
+// MissRefreshInterval; the misses in between ask ContainerStatus instead.
 func TestCRIResolverMissesRateLimited(t *testing.T) {
 	socket := filepath.Join(t.TempDir(), "cri.sock")
 	f := &fakeRuntimeService{}
@@ -194,25 +243,32 @@ func TestCRIResolverMissesRateLimited(t *testing.T) {
 			t.Fatalf("miss %d: %v, %v", i, found, err)
 		}
 	}
-	if n := f.calls.Load(); n != 1 {
-		t.Fatalf("5 misses listed %d times, want 1", n)
+	if n, s := f.calls.Load(), f.statusCalls.Load(); n != 1 || s != 4 {
+		t.Fatalf("5 misses listed %d times and asked ContainerStatus %d times, want 1 and 4", n, s)
 	}
 	f.set(kubeContainer(infoA))
-	if _, found, _ := r.Resolve(ctx, cidA, ""); found {
+	if got, found, err := r.Resolve(ctx, cidA, ""); err != nil || !found || !reflect.DeepEqual(got, infoA) {
+		t.Fatalf("a limited miss: %+v, %v, %v; want %+v from ContainerStatus", got, found, err, infoA)
+	}
+	if n := f.calls.Load(); n != 1 {
 		t.Fatal("a limited miss listed the containers")
 	}
+	f.set(kubeContainer(infoA), kubeContainer(infoB))
 	*now = now.Add(time.Second)
-	if got, found, err := r.Resolve(ctx, cidA, ""); err != nil || !found || !reflect.DeepEqual(got, infoA) {
+	if got, found, err := r.Resolve(ctx, cidB, ""); err != nil || !found || !reflect.DeepEqual(got, infoB) {
 		t.Fatalf("after the limit: %+v, %v, %v", got, found, err)
 	}
-	if n := f.calls.Load(); n != 2 {
-		t.Errorf("listed %d times, want 2", n)
+	if n, s := f.calls.Load(), f.statusCalls.Load(); n != 2 || s != 5 {
+		t.Errorf("listed %d times and asked ContainerStatus %d times, want 2 and 5", n, s)
 	}
 	if n := testutil.ToFloat64(m.criRefreshes.WithLabelValues("limited")); n != 5 {
 		t.Errorf("limited refreshes = %v, want 5", n)
 	}
 	if n := testutil.ToFloat64(m.criRefreshes.WithLabelValues("ok")); n != 2 {
 		t.Errorf("ok refreshes = %v, want 2", n)
+	}
+	if ok, nf := testutil.ToFloat64(m.criStatuses.WithLabelValues("ok")), testutil.ToFloat64(m.criStatuses.WithLabelValues("not_found")); ok != 1 || nf != 4 {
+		t.Errorf("status lookups ok = %v, not_found = %v; want 1 and 4", ok, nf)
 	}
 }
 

@@ -4,7 +4,8 @@
 //
 // Sources are tried in a fixed order: a static mapping file (--pod-map, for
 // bare runc and tests), the CRI runtime socket (ListContainers labels,
-// joined to ListPodSandbox labels for the pod's own), and last the pod UID
+// joined to ListPodSandbox labels for the pod's own; ContainerStatus for a
+// container started since the last listing), and last the pod UID
 // from the cgroup path alone. Results are kept in a bounded LRU cache;
 // misses and partial answers are cached briefly.
 package meta
@@ -65,11 +66,17 @@ type Config struct {
 	// MissRefreshInterval is the least time between two CRI listings
 	// caused by misses.
 	MissRefreshInterval time.Duration `json:"missRefreshInterval"`
+	// StatusLookupRate is the most CRI lookups of one container
+	// (ContainerStatus, then its pod's sandbox) a second, made for misses
+	// that MissRefreshInterval keeps from listing; as many may be made at
+	// once.
+	StatusLookupRate int `json:"statusLookupRate"`
 	// NegativeTTL is how long a miss, or an answer with only the pod UID,
 	// stays cached before the sources are asked again.
 	NegativeTTL time.Duration `json:"negativeTTL"`
-	// CRITimeout bounds one CRI listing: ListContainers and
-	// ListPodSandbox together.
+	// CRITimeout bounds one CRI listing (ListContainers and
+	// ListPodSandbox together), and one lookup of one container
+	// (ContainerStatus and ListPodSandbox together).
 	CRITimeout time.Duration `json:"criTimeout"`
 }
 
@@ -80,6 +87,7 @@ func Default() Config {
 		CacheSize:           4096,
 		RefreshInterval:     time.Minute,
 		MissRefreshInterval: time.Second,
+		StatusLookupRate:    50,
 		NegativeTTL:         5 * time.Second,
 		CRITimeout:          5 * time.Second,
 	}
@@ -97,6 +105,9 @@ func (c Config) withDefaults() Config {
 	if c.MissRefreshInterval == 0 {
 		c.MissRefreshInterval = d.MissRefreshInterval
 	}
+	if c.StatusLookupRate == 0 {
+		c.StatusLookupRate = d.StatusLookupRate
+	}
 	if c.NegativeTTL == 0 {
 		c.NegativeTTL = d.NegativeTTL
 	}
@@ -112,6 +123,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.CacheSize < 0 {
 		errs = append(errs, fmt.Errorf("meta cache size %d: must be positive", c.CacheSize))
+	}
+	if c.StatusLookupRate < 0 {
+		errs = append(errs, fmt.Errorf("meta status lookup rate %d: must be positive", c.StatusLookupRate))
 	}
 	for _, d := range []struct {
 		name string

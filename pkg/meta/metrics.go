@@ -10,6 +10,7 @@ type metrics struct {
 	resolvedBy     *prometheus.CounterVec
 	sourceErrors   *prometheus.CounterVec
 	criRefreshes   *prometheus.CounterVec
+	criStatuses    *prometheus.CounterVec
 }
 
 // newMetrics creates the metrics and registers them on reg, if reg is not nil.
@@ -39,6 +40,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "correlator_meta_cri_refreshes_total",
 			Help: "CRI container listings, by result (ok, error, or limited: a miss that did not list because of the rate limit).",
 		}, []string{"result"}),
+		criStatuses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "correlator_meta_cri_status_lookups_total",
+			Help: "CRI lookups of one container (ContainerStatus, then its pod's sandbox) on a miss the listing rate limit refused, by result (ok, not_found, error, or limited: no lookup because of its own rate limit).",
+		}, []string{"result"}),
 	}
 	for _, s := range []string{"podmap", "cri", "cgroup", "none"} {
 		m.resolvedBy.WithLabelValues(s)
@@ -49,10 +54,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range []string{"ok", "error", "limited"} {
 		m.criRefreshes.WithLabelValues(r)
 	}
+	for _, r := range []string{"ok", "not_found", "error", "limited"} {
+		m.criStatuses.WithLabelValues(r)
+	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.cacheHits, m.cacheMisses, m.cacheEvictions, m.resolvedBy, m.sourceErrors, m.criRefreshes} {
+	for _, c := range []prometheus.Collector{m.cacheHits, m.cacheMisses, m.cacheEvictions, m.resolvedBy, m.sourceErrors, m.criRefreshes, m.criStatuses} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -93,5 +101,11 @@ func (m *metrics) sourceError(source string) {
 func (m *metrics) criRefresh(result string) {
 	if m != nil {
 		m.criRefreshes.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *metrics) criStatus(result string) {
+	if m != nil {
+		m.criStatuses.WithLabelValues(result).Inc()
 	}
 }
