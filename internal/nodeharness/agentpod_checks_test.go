@@ -256,3 +256,46 @@ func dumpAlerts(as []store.Alert) string {
 	}
 	return b.String()
 }
+
+// checkRootExecsInPlace: `kubectl exec -- sh -c '...; /bin/echo x'` makes
+// busybox exec echo in the root's own process. The session's root must
+// still be its root (audit_id, no flags), now showing the later image,
+// and never a process "inherited" from outside the session.
+func checkRootExecsInPlace(t *testing.T, n *Node, client *api.Client, agent *AgentPod, ctr string, p podSpec) {
+	marker := "inplace-" + testutil.RandomUUID()[:8]
+	s := &agentSession{
+		req: testutil.ExecRequest{AuditID: testutil.RandomUUID(), User: "carol", Groups: []string{"dev"},
+			Namespace: p.namespace, Pod: p.name, Container: "app",
+			Command:  []string{"/bin/sh", "-c", "/bin/sleep 1; /bin/echo " + marker},
+			Received: time.Now(), Duration: 3 * time.Second},
+		container: ctr, webhook: true, marker: marker}
+	e, err := n.StartExec(ctr, s.req.Command, auditKey+"="+s.req.AuditID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliverAudit(t, agent, []*agentSession{s})
+	if code, out, err := e.Wait(); err != nil || code != 0 || !strings.Contains(out, marker) {
+		t.Fatalf("exec: exit %d, %v, output %q", code, err, out)
+	}
+	var v api.SessionView
+	testutil.EventuallyNil(t, func() error {
+		var err error
+		if v, err = client.Session(context.Background(), s.req.AuditID); err != nil {
+			return err
+		}
+		for _, q := range v.Processes {
+			if len(q.Argv) == 2 && q.Argv[0] == "/bin/echo" && q.Argv[1] == marker && q.Exit != nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("waiting for the in-place echo, exited:\n%s", dumpProcesses(v.Processes))
+	})
+	for _, q := range v.Processes {
+		if len(q.Argv) == 2 && q.Argv[0] == "/bin/echo" {
+			if q.Attribution != "audit_id" || q.AuditID != s.req.AuditID || len(q.Flags) != 0 {
+				t.Errorf("the root after exec in place: %q attributed %q to %q, flags %v; want audit_id, no flags",
+					q.Argv, q.Attribution, q.AuditID, q.Flags)
+			}
+		}
+	}
+}

@@ -161,6 +161,9 @@ func TestAgentPod(t *testing.T) {
 				root.Namespace, root.Pod, root.Container, root.ContainerID, ctrs["db"])
 		}
 	})
+
+	// Last: its record must not be a candidate for the ID-less execs above.
+	t.Run("root execs in place", func(t *testing.T) { checkRootExecsInPlace(t, n, client, agent, ctrs["web"], pods[0]) })
 }
 
 // waitAttributed waits for the shell whose argv has marker, in pod, to be

@@ -283,3 +283,41 @@ func TestShortSessionFlaggedBeforeForgotten(t *testing.T) {
 		t.Fatalf("stats %+v: the exited process should be forgotten", st)
 	}
 }
+
+// TestRootExecsInPlace: `kubectl exec -- sh -c '...; /bin/echo x'` runs
+// echo in the root's own process, which reads the ID back from its lineage.
+// It stays the session's root (audit_id) in either arrival order; a process
+// the kernel could not verify as a root gains nothing from the same move
+// (the control), and neither does a child that re-execs.
+func TestRootExecsInPlace(t *testing.T) {
+	root := pr("r", "runc", idA, SourceEnv)
+	again := with(with(root, argv("/bin/echo", "x")), func(p *Process) {
+		p.Source, p.ExecTime = SourceInherited, p.ExecTime.Add(time.Millisecond)
+	})
+	for name, order := range map[string][]Process{"root first": {root, again}, "re-exec first": {again, root}} {
+		j := newJoiner(t)
+		snap := newSnapshot()
+		snap.apply(j.AddRecord(t0, xr(idA)))
+		for _, p := range order {
+			snap.apply(j.AddProcess(t0, p))
+		}
+		checkWant(t, name, snap.procs["r"], want{attr: AttributionAuditID, auditID: idA})
+		if got := snap.procs["r"]; !slices.Equal(got.Argv, []string{"/bin/echo", "x"}) {
+			t.Errorf("%s: argv %q, want the later image", name, got.Argv)
+		}
+	}
+
+	// Control: an unverified root that re-execs stays unattributed.
+	j := newJoiner(t)
+	snap := newSnapshot()
+	snap.apply(j.AddRecord(t0, xr(idA)))
+	forged := pr("f", "runc", idA, SourceEnv, FlagRootUnverified)
+	forgedAgain := with(with(forged, argv("/bin/echo", "x")), func(p *Process) {
+		p.Source, p.Flags, p.ExecTime = SourceInherited, nil, p.ExecTime.Add(time.Millisecond)
+	})
+	snap.apply(j.AddProcess(t0, forged))
+	snap.apply(j.AddProcess(t0, forgedAgain))
+	if got := snap.procs["f"]; got.Attribution == AttributionAuditID {
+		t.Errorf("an unverified root became the session's root by re-executing: %+v", got)
+	}
+}

@@ -84,13 +84,28 @@ func (p *proc) merge(in Process) {
 	if start.IsZero() || (!in.Start.IsZero() && in.Start.Before(start)) {
 		start = in.Start
 	}
+	// A session root that execs in place (`sh -c '...; cmd'` runs cmd in
+	// the root's own process) is still the root: the kernel found the ID
+	// in the environment the runtime gave this very process, and its later
+	// image reads the same ID back from the process's own lineage.
+	root := sameRootID(&p.in, &in) || sameRootID(&in, &p.in)
 	if in.ExecTime.After(p.in.ExecTime) ||
 		(in.ExecTime.Equal(p.in.ExecTime) && lessProcess(&in, &p.in)) {
 		p.in = cloneProcess(in)
 	}
+	if root {
+		p.in.Source = SourceEnv
+	}
 	p.in.Start = start
 	// Every image is a candidate argv; keep them ordered for determinism.
 	slices.SortFunc(p.images, slices.Compare)
+}
+
+// sameRootID reports whether a was its process's session root (the ID from
+// the environment, no root flag against it) and b carries the same ID.
+func sameRootID(a, b *Process) bool {
+	return a.Source == SourceEnv && a.AuditID != "" && a.AuditID == b.AuditID &&
+		!slices.Contains(a.Flags, FlagRootUnverified) && !slices.Contains(a.Flags, FlagRootIndirect)
 }
 
 // lessProcess orders two execs with the same time by their content, so the
