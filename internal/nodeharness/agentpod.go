@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -102,7 +101,7 @@ func (n *Node) RunAgentPod(t testing.TB, chartDir, dir string, set ...string) *A
 		t.Fatalf("creating the audit log: %v", err)
 	}
 	ns := objs.ds.Namespace
-	a.PodID, err = n.runSandbox(ns, objs.ds.Name+"-node", testutil.RandomUUID(), spec, objs.ds.Spec.Template.Labels)
+	a.PodID, err = n.runSandbox(ns, objs.ds.Name+"-node", testutil.RandomUUID(), objs.ds.Spec.Template.Labels, spec.HostPID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,46 +159,9 @@ func renderAgent(chartDir string, args []string) (chartObjects, error) {
 	return o, nil
 }
 
-// runSandbox runs a sandbox as RunPod does, with the host's PID namespace
-// when the spec asks for it (hostPID).
-func (n *Node) runSandbox(namespace, name, uid string, spec corev1.PodSpec, labels map[string]string) (string, error) {
-	l := maps.Clone(labels)
-	l[LabelPodName], l[LabelPodNamespace], l[LabelPodUID] = name, namespace, uid
-	logDir := filepath.Join(n.layout.Logs, namespace+"_"+name+"_"+uid)
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return "", fmt.Errorf("creating pod log directory: %w", err)
-	}
-	nsOpts := hostNetwork()
-	if spec.HostPID {
-		nsOpts.Pid = runtimeapi.NamespaceMode_NODE
-	}
-	cfg := &runtimeapi.PodSandboxConfig{
-		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: namespace, Uid: uid},
-		LogDirectory: logDir,
-		Labels:       l,
-		Annotations:  map[string]string{"kubernetes.io/config.source": "api"},
-		Linux: &runtimeapi.LinuxPodSandboxConfig{
-			CgroupParent:    CgroupParent(uid),
-			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: nsOpts},
-		},
-	}
-	unlock, err := lockCgroups(unix.LOCK_SH)
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	n.podUIDs = append(n.podUIDs, uid)
-	resp, err := n.Runtime.RunPodSandbox(n.ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
-	if err != nil {
-		return "", fmt.Errorf("running pod sandbox %s/%s: %w", namespace, name, err)
-	}
-	n.pods[resp.GetPodSandboxId()] = cfg
-	return resp.GetPodSandboxId(), nil
-}
-
 // createStart creates and starts a container from a full config.
 func (n *Node) createStart(podID string, cfg *runtimeapi.ContainerConfig) (string, error) {
-	unlock, err := lockCgroups(unix.LOCK_SH)
+	unlock, err := testutil.LockCgroups(unix.LOCK_SH)
 	if err != nil {
 		return "", err
 	}

@@ -1,7 +1,6 @@
 package nodeharness
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/execid/correlator/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -164,7 +164,7 @@ func deleteRuncContainers(root string) error {
 // unmountUnder detaches every mount at or below dir, deepest first: a
 // sandbox's /dev/shm, a container's rootfs, a snapshot a failure left.
 func unmountUnder(dir string) error {
-	mounts, err := mountPoints(func(string) bool { return true })
+	mounts, err := testutil.MountPoints(func(string) bool { return true })
 	if err != nil {
 		return err
 	}
@@ -182,56 +182,4 @@ func unmountUnder(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// cgroupMounts lists the mount points of cgroup and cgroup2 filesystems.
-func cgroupMounts() ([]string, error) {
-	return mountPoints(func(fstype string) bool { return fstype == "cgroup" || fstype == "cgroup2" })
-}
-
-// mountPoints lists the mount points in /proc/self/mountinfo whose
-// filesystem type keep accepts.
-func mountPoints(keep func(fstype string) bool) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("opening mountinfo: %w", err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// "36 35 0:30 / /sys/fs/cgroup/cpu rw,relatime shared:9 - cgroup cgroup rw,cpu"
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		fields, postFields := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(fields) < 5 || len(postFields) < 1 {
-			continue
-		}
-		if keep(postFields[0]) {
-			out = append(out, unescapeMount(fields[4]))
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading mountinfo: %w", err)
-	}
-	return out, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

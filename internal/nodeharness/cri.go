@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/execid/correlator/internal/testutil"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -25,11 +26,6 @@ const (
 
 // QoSClass is the kubepods QoS element of the pods' cgroup parent.
 const QoSClass = "besteffort"
-
-// cgroupLockPath is the lock internal/testutil's runc containers take
-// around Kubernetes-shaped cgroups: creation shares it, removal of the
-// shared /kubepods parents holds it alone, across test processes.
-const cgroupLockPath = "/run/correlator-testutil-cgroups.lock"
 
 // CgroupParent is the cgroup parent the kubelet's cgroupfs driver gives a
 // best-effort pod: containerd puts each of the pod's containers, the
@@ -53,6 +49,12 @@ func hostNetwork() *runtimeapi.NamespaceOption {
 // the sandbox, the best-effort cgroup parent, the host network. It returns
 // the sandbox ID; the node's teardown stops and removes the pod.
 func (n *Node) RunPod(namespace, name, uid string, labels map[string]string) (string, error) {
+	return n.runSandbox(namespace, name, uid, labels, false)
+}
+
+// runSandbox runs a sandbox as RunPod describes, in the host's PID
+// namespace when hostPID (a DaemonSet's hostPID: true).
+func (n *Node) runSandbox(namespace, name, uid string, labels map[string]string, hostPID bool) (string, error) {
 	l := maps.Clone(labels)
 	if l == nil {
 		l = map[string]string{}
@@ -62,6 +64,10 @@ func (n *Node) RunPod(namespace, name, uid string, labels map[string]string) (st
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return "", fmt.Errorf("creating pod log directory: %w", err)
 	}
+	nsOpts := hostNetwork()
+	if hostPID {
+		nsOpts.Pid = runtimeapi.NamespaceMode_NODE
+	}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: namespace, Uid: uid},
 		LogDirectory: logDir,
@@ -69,10 +75,10 @@ func (n *Node) RunPod(namespace, name, uid string, labels map[string]string) (st
 		Annotations:  map[string]string{"kubernetes.io/config.source": "api"},
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent:    CgroupParent(uid),
-			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: hostNetwork()},
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: nsOpts},
 		},
 	}
-	unlock, err := lockCgroups(unix.LOCK_SH)
+	unlock, err := testutil.LockCgroups(unix.LOCK_SH)
 	if err != nil {
 		return "", err
 	}
@@ -118,7 +124,7 @@ func (n *Node) StartContainer(podID, name, image string, cmd []string, env ...st
 			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: hostNetwork()},
 		},
 	}
-	unlock, err := lockCgroups(unix.LOCK_SH)
+	unlock, err := testutil.LockCgroups(unix.LOCK_SH)
 	if err != nil {
 		return "", err
 	}
@@ -190,12 +196,12 @@ func (n *Node) removePodCgroups() error {
 	if len(n.podUIDs) == 0 {
 		return nil
 	}
-	unlock, err := lockCgroups(unix.LOCK_EX)
+	unlock, err := testutil.LockCgroups(unix.LOCK_EX)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	mounts, err := cgroupMounts()
+	mounts, err := testutil.CgroupMounts()
 	if err != nil {
 		return err
 	}
@@ -222,16 +228,4 @@ func (n *Node) removePodCgroups() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func lockCgroups(how int) (func(), error) {
-	f, err := os.OpenFile(cgroupLockPath, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening cgroup lock %s: %w", cgroupLockPath, err)
-	}
-	if err := unix.Flock(int(f.Fd()), how); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking cgroup lock %s: %w", cgroupLockPath, err)
-	}
-	return func() { f.Close() }, nil
 }

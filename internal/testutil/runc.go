@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,11 +39,6 @@ import (
 // Process tree: the detached init is reparented to host PID 1; an exec'd
 // process is a child of the host-side `runc exec` (a child subreaper), i.e.
 // its parent is outside the container, as with a real kubectl exec.
-
-// cgroupLockPath serialises creation of Kubernetes-shaped cgroups against
-// removal of their shared parents (/kubepods, /kubepods/burstable) across
-// test processes: `go test ./...` runs packages in parallel.
-const cgroupLockPath = "/run/correlator-testutil-cgroups.lock"
 
 // ContainerConfig describes a test container. Zero values get defaults.
 type ContainerConfig struct {
@@ -157,7 +151,7 @@ func newContainer(dir string, cfg ContainerConfig) (*Container, error) {
 // stdio to the init process, so stdio goes to files: a pipe would stay open
 // for the container's lifetime and block cmd.Wait.
 func (c *Container) start() error {
-	unlock, err := lockCgroups(unix.LOCK_SH)
+	unlock, err := LockCgroups(unix.LOCK_SH)
 	if err != nil {
 		return err
 	}
@@ -288,12 +282,12 @@ func (c *Container) waitStopped(timeout time.Duration) {
 // every mounted cgroup hierarchy. A parent still used by another container
 // fails with EBUSY/ENOTEMPTY and is left alone.
 func removeCgroups(cgroupPath string) error {
-	unlock, err := lockCgroups(unix.LOCK_EX)
+	unlock, err := LockCgroups(unix.LOCK_EX)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	mounts, err := cgroupMounts()
+	mounts, err := CgroupMounts()
 	if err != nil {
 		return err
 	}
@@ -323,42 +317,4 @@ func rmdirRetry(dir string, retry bool) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// cgroupMounts lists the mount points of cgroup and cgroup2 filesystems.
-func cgroupMounts() ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("opening mountinfo: %w", err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// "36 35 0:30 / /sys/fs/cgroup/cpu rw,relatime shared:9 - cgroup cgroup rw,cpu"
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		fields, postFields := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(fields) < 5 || len(postFields) < 1 {
-			continue
-		}
-		if postFields[0] == "cgroup" || postFields[0] == "cgroup2" {
-			out = append(out, fields[4])
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading mountinfo: %w", err)
-	}
-	return out, nil
-}
-
-func lockCgroups(how int) (func(), error) {
-	f, err := os.OpenFile(cgroupLockPath, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening cgroup lock %s: %w", cgroupLockPath, err)
-	}
-	if err := unix.Flock(int(f.Fd()), how); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking cgroup lock %s: %w", cgroupLockPath, err)
-	}
-	return func() { f.Close() }, nil
 }

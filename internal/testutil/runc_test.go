@@ -180,7 +180,7 @@ func TestContainerCleanup(t *testing.T) {
 			}
 		}
 	})
-	mounts, err := cgroupMounts()
+	mounts, err := CgroupMounts()
 	if err != nil {
 		t.Fatal(err)
 	}
