@@ -89,16 +89,15 @@ func TestPipelineBothOrders(t *testing.T) {
 				audit()
 			}
 			var d store.SessionDetail
-			for deadline := time.Now().Add(testutil.EventuallyBound); ; time.Sleep(20 * time.Millisecond) {
+			testutil.EventuallyNil(t, func() error {
 				w.Flush(ctx)
+				var err error
 				d, err = st.GetSession(ctx, id)
 				if err == nil && len(d.Processes) == 2 && d.Processes[1].Attribution != "" {
-					break
+					return nil
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("session not stored and attributed: %+v %v", d, err)
-				}
-			}
+				return fmt.Errorf("session not stored and attributed: %+v %v", d, err)
+			})
 			cancel()
 			<-done
 			w.Close()

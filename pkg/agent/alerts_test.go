@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -97,16 +99,17 @@ func TestAlertsStoredAndSubmitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stored []store.Alert
-	for deadline := time.Now().Add(testutil.EventuallyBound); ; time.Sleep(20 * time.Millisecond) {
+	testutil.EventuallyNil(t, func() error {
 		w.Flush(ctx)
-		stored, _, err = st.ListAlerts(ctx, store.AlertFilter{})
-		if err != nil {
-			t.Fatal(err)
+		var err error
+		if stored, _, err = st.ListAlerts(ctx, store.AlertFilter{}); err != nil {
+			return err
 		}
-		if len(stored) > 0 || time.Now().After(deadline) {
-			break
+		if len(stored) == 0 {
+			return errors.New("no alert stored yet")
 		}
-	}
+		return nil
+	})
 	var rules []string
 	for _, al := range stored {
 		rules = append(rules, al.Rule)
@@ -151,16 +154,14 @@ func TestAuditLookupAttributes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for deadline := time.Now().Add(testutil.EventuallyBound); ; time.Sleep(20 * time.Millisecond) {
+	testutil.EventuallyNil(t, func() error {
 		w.Flush(ctx)
 		d, err := st.GetSession(ctx, id)
 		if err == nil && d.Username == "alice" && len(d.Processes) == 2 && d.Processes[0].Attribution == "audit_id" {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not attributed through the lookup: %+v, %v", d, err)
-		}
-	}
+		return fmt.Errorf("not attributed through the lookup: %+v, %v", d, err)
+	})
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.asked) != 1 {
