@@ -107,7 +107,7 @@ type Agent struct {
 	cfg     Config
 	log     zerolog.Logger
 	joiner  *join.Joiner
-	merger  *stageMerger
+	merger  *auditlog.Merger
 	meta    Resolver
 	sink    Sink
 	procs   chan *capture.Event // pointers: a full-size buffer would be held even when idle
@@ -138,8 +138,9 @@ func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus
 	}
 	a := &Agent{
 		cfg: cfg, log: log.With().Str("component", "agent").Logger(), joiner: j,
-		merger: newStageMerger(cfg.MaxRecords, cfg.MaxRecordBytes),
-		meta:   res, sink: sink, now: time.Now,
+		merger: auditlog.NewMerger(auditlog.MergerConfig{MaxRecords: cfg.MaxRecords, MaxBytes: cfg.MaxRecordBytes,
+			Size: join.RecordBytes}),
+		meta: res, sink: sink, now: time.Now,
 		procs: make(chan *capture.Event, cfg.Queue), audit: make(chan auditBatch, 64),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "correlator_agent_events_total",
 			Help: "Events taken into the join, by kind."}, []string{"kind"}),
@@ -283,7 +284,7 @@ func (a *Agent) handleAudit(ctx context.Context, b auditBatch) {
 	var raw []store.AuditRecord
 	for i := range b.evs {
 		a.events.WithLabelValues("audit").Inc()
-		res := a.merger.add(b.evs[i])
+		res := a.merger.Add(b.evs[i])
 		// A redelivery is stored again (the store keeps one row per
 		// stage): the sender resends only what it was refused, and that
 		// refusal may have come after the merger had seen it.

@@ -19,7 +19,7 @@ type lossStats struct {
 // the merger are not safe for concurrent use, and scrapes come from
 // elsewhere.
 func (a *Agent) publishStats() {
-	a.stats.Store(&lossStats{join: a.joiner.Stats(), merger: a.merger.evicted(), labels: a.labels.shed()})
+	a.stats.Store(&lossStats{join: a.joiner.Stats(), merger: a.merger.Stats().Evicted, labels: a.labels.shed()})
 }
 
 // joinCollector exports what the join let go of: entries evicted by its

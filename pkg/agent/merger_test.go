@@ -28,35 +28,36 @@ func bigRequest(tb testing.TB, parser *auditlog.Parser, id string, size int) []a
 	return evs
 }
 
-// TestStageMergerByteBound: requests too large for the merger's byte bound
-// make it start over, counted; below the bound it only counts.
-func TestStageMergerByteBound(t *testing.T) {
+// TestMergerByteBound: the agent's stage merger holds requests with large
+// commands within MaxRecordBytes, measured as the joiner measures records,
+// shedding the oldest, counted.
+func TestMergerByteBound(t *testing.T) {
+	cfg := Default()
+	cfg.MaxRecordBytes = 256 << 10
+	a, err := New(cfg, staticMeta{}, nopSink{}, zerolog.Nop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	parser := auditlog.NewParser(0)
-	m := newStageMerger(100, 256<<10)
-	small := bigRequest(t, parser, testutil.RandomUUID(), 10)
-	for _, ev := range small {
-		m.add(ev)
+	ctx := context.Background()
+	a.handleAudit(ctx, auditBatch{evs: bigRequest(t, parser, testutil.RandomUUID(), 10), done: make(chan error, 1)})
+	if st := a.merger.Stats(); st.Evicted != 0 || st.Bytes <= 0 || st.Bytes > 8<<10 {
+		t.Fatalf("one small request: %+v", st)
 	}
-	if m.evicted() != 0 || m.bytes <= 0 || m.bytes > 8<<10 {
-		t.Fatalf("one small request: %d bytes held, %d evicted", m.bytes, m.evicted())
-	}
-	for range 4 {
-		for _, ev := range bigRequest(t, parser, testutil.RandomUUID(), 50<<10) {
-			m.add(ev)
-			if m.bytes > 256<<10 {
-				t.Fatalf("%d bytes held past the bound", m.bytes)
-			}
+	for range 8 {
+		a.handleAudit(ctx, auditBatch{evs: bigRequest(t, parser, testutil.RandomUUID(), 50<<10), done: make(chan error, 1)})
+		if st := a.merger.Stats(); st.Bytes > cfg.MaxRecordBytes {
+			t.Fatalf("%d bytes held past the bound", st.Bytes)
 		}
 	}
-	// A request whose stages straddle a restart counts as shed, then held.
-	if held := m.m.Stats().Records; m.evicted() == 0 || int64(held)+m.evicted() < 5 {
-		t.Fatalf("%d held and %d shed of 5", held, m.evicted())
+	if st := a.merger.Stats(); st.Evicted == 0 || int64(st.Records)+st.Evicted != 9 {
+		t.Fatalf("%d held and %d shed of 9", st.Records, st.Evicted)
 	}
 }
 
-// TestLateStageAfterMergerRestart: a session whose last stage comes after
-// the merger started over keeps every stage in the joiner.
-func TestLateStageAfterMergerRestart(t *testing.T) {
+// TestLateStageAfterMergerEviction: a session whose last stage comes after
+// the merger shed its request keeps every stage in the joiner.
+func TestLateStageAfterMergerEviction(t *testing.T) {
 	cfg := Default()
 	cfg.MaxRecordBytes = 128 << 10
 	a, err := New(cfg, staticMeta{}, nopSink{}, zerolog.Nop(), nil)
@@ -71,8 +72,8 @@ func TestLateStageAfterMergerRestart(t *testing.T) {
 	for range 4 {
 		a.handleAudit(ctx, auditBatch{evs: bigRequest(t, parser, testutil.RandomUUID(), 50<<10), done: make(chan error, 1)})
 	}
-	if a.merger.evicted() == 0 {
-		t.Fatal("the merger never started over")
+	if a.merger.Stats().Evicted == 0 {
+		t.Fatal("the merger never shed the request")
 	}
 	a.handleAudit(ctx, auditBatch{evs: evs[2:], done: make(chan error, 1)})
 	s, ok := a.joiner.Session(id)

@@ -8,6 +8,11 @@ type MergerConfig struct {
 	// MaxRecords caps the records held; the oldest are evicted first.
 	// <= 0 means DefaultMaxRecords.
 	MaxRecords int
+	// MaxBytes caps the records' estimated heap as measured by Size (one
+	// request can carry a megabyte command in its URI); the oldest are
+	// evicted first. 0, or no Size, means no byte bound.
+	MaxBytes int
+	Size     func(*ExecRecord) int
 }
 
 // MergerStats counts what the Merger did.
@@ -16,8 +21,9 @@ type MergerStats struct {
 	Duplicates int64 // exact redeliveries of (auditID, request, stage) dropped
 	Conflicts  int64 // requests that reused an auditID held by another request
 	Ignored    int64 // non-streaming events passed in
-	Evicted    int64 // records dropped to respect MaxRecords
+	Evicted    int64 // records dropped to respect MaxRecords or MaxBytes
 	Records    int   // records held now
+	Bytes      int   // estimated heap of the records held (with Size)
 }
 
 // AddResult says what one Add did. Updated holds copies of every record the
@@ -34,6 +40,8 @@ type AddResult struct {
 // with any interleaving. Not safe for concurrent use.
 type Merger struct {
 	max   int
+	cfg   MergerConfig
+	bytes int
 	byID  map[string][]*entry
 	order []*entry // insertion order, for eviction; head is order[head]
 	head  int
@@ -45,6 +53,7 @@ type entry struct {
 	key    requestKey
 	stages map[string]bool
 	ranks  ranks
+	size   int // cfg.Size of rec, as last measured
 }
 
 // requestKey is what every stage of one request shares; two events with one
@@ -66,7 +75,7 @@ func NewMerger(cfg MergerConfig) *Merger {
 	if cfg.MaxRecords <= 0 {
 		cfg.MaxRecords = DefaultMaxRecords
 	}
-	return &Merger{max: cfg.MaxRecords, byID: map[string][]*entry{}}
+	return &Merger{max: cfg.MaxRecords, cfg: cfg, byID: map[string][]*entry{}}
 }
 
 // Add applies one event. Non-streaming events are ignored.
@@ -104,23 +113,35 @@ func (m *Merger) Add(ev Event) AddResult {
 		}
 		m.byID[ev.AuditID] = append(entries, e)
 		m.order = append(m.order, e)
-		res.Evicted = m.evict()
 	}
 	e.stages[ev.Stage] = true
 	e.rec.apply(&ev, &e.ranks)
+	if m.cfg.Size != nil {
+		n := m.cfg.Size(&e.rec)
+		m.bytes += n - e.size
+		e.size = n
+	}
 	m.stats.Events++
 	res.Updated = append(res.Updated, e.rec.Clone())
+	res.Evicted = m.evict()
 	return res
 }
 
-// evict drops the oldest records beyond the cap.
+// over reports whether the records held exceed a cap.
+func (m *Merger) over() bool {
+	n := len(m.order) - m.head
+	return n > m.max || (m.cfg.MaxBytes > 0 && m.bytes > m.cfg.MaxBytes && n > 0)
+}
+
+// evict drops the oldest records beyond the caps.
 func (m *Merger) evict() []ExecRecord {
 	var out []ExecRecord
-	for len(m.order)-m.head > m.max {
+	for m.over() {
 		old := m.order[m.head]
 		m.order[m.head] = nil
 		m.head++
 		m.stats.Evicted++
+		m.bytes -= old.size
 		out = append(out, old.rec.Clone())
 		list := m.byID[old.rec.AuditID]
 		for i, c := range list {
@@ -166,5 +187,6 @@ func (m *Merger) Records() []ExecRecord {
 func (m *Merger) Stats() MergerStats {
 	s := m.stats
 	s.Records = len(m.order) - m.head
+	s.Bytes = m.bytes
 	return s
 }

@@ -133,3 +133,27 @@ func TestMergerConflictAndEviction(t *testing.T) {
 		t.Fatal("non-streaming event was merged")
 	}
 }
+
+// TestMergerByteBound: past MaxBytes (as Size measures) the oldest records
+// go first and are counted; a record that grows with its stages is
+// re-measured; below the bound nothing is evicted (the control).
+func TestMergerByteBound(t *testing.T) {
+	size := func(r *ExecRecord) int { return 100 * len(r.Stages) }
+	m := NewMerger(MergerConfig{MaxBytes: 450, Size: size})
+	for _, id := range []string{"a", "b", "c", "d"} {
+		if res := m.Add(streamEvent(id, StageResponseStarted, 101, "2026-01-01T00:00:01Z")); len(res.Evicted) != 0 {
+			t.Fatalf("%s: evicted %d below the bound", id, len(res.Evicted))
+		}
+	}
+	if st := m.Stats(); st.Bytes != 400 || st.Records != 4 {
+		t.Fatalf("four records: %+v", st)
+	}
+	// d's second stage makes it 200 bytes: 500 > 450, so a (the oldest) goes.
+	res := m.Add(streamEvent("d", StageResponseComplete, 200, "2026-01-01T00:00:02Z"))
+	if len(res.Evicted) != 1 || res.Evicted[0].AuditID != "a" {
+		t.Fatalf("evicted %+v, want a", res.Evicted)
+	}
+	if st := m.Stats(); st.Bytes != 400 || st.Records != 3 || st.Evicted != 1 || len(m.Lookup("a")) != 0 {
+		t.Fatalf("after eviction: %+v", st)
+	}
+}
