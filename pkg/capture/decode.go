@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 	"unsafe"
+
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // Sentinel errors for frames that cannot be decoded.
@@ -70,23 +72,25 @@ func (d *Decoder) Decode(b []byte) (Event, error) {
 
 func (d *Decoder) exec(r *correlatorExecEvent) Event {
 	ev := Event{
-		Time:            d.bootTime.Add(time.Duration(r.Hdr.TimeNs)),
-		Kind:            KindExec,
-		ProcessID:       ProcessKey(r.Tgid, r.StartNs),
-		ParentProcessID: ProcessKey(r.Ppid, r.ParentStartNs),
-		PID:             r.Tgid,
-		PPID:            r.Ppid,
-		UID:             r.Uid,
-		Filename:        cString(r.Filename[:], int(r.FilenameLen)),
-		Argv:            splitArgv(r.Argv[:], int(r.ArgvLen), r.Flags&uint32(correlatorEventFlagEVENT_FLAG_ARGV_TRUNCATED) != 0),
-		ArgvTruncated:   r.Flags&uint32(correlatorEventFlagEVENT_FLAG_ARGV_TRUNCATED) != 0,
-		CgroupID:        r.CgroupId,
-		PIDNamespace:    r.Pidns,
-		ExecOrigin:      originName(r.Origin),
-		Depth:           r.Depth,
-		EnvBytes:        r.EnvBytes,
-		StartBootNs:     r.StartNs,
-		ParentStartNs:   r.ParentStartNs,
+		Time: d.bootTime.Add(time.Duration(r.Hdr.TimeNs)),
+		Kind: KindExec,
+		Exec: Exec{
+			ProcessID:       ProcessKey(r.Tgid, r.StartNs),
+			ParentProcessID: ProcessKey(r.Ppid, r.ParentStartNs),
+			PID:             r.Tgid,
+			PPID:            r.Ppid,
+			UID:             r.Uid,
+			Filename:        cString(r.Filename[:], int(r.FilenameLen)),
+			Argv:            splitArgv(r.Argv[:], int(r.ArgvLen), r.Flags&uint32(correlatorEventFlagEVENT_FLAG_ARGV_TRUNCATED) != 0),
+			ArgvTruncated:   r.Flags&uint32(correlatorEventFlagEVENT_FLAG_ARGV_TRUNCATED) != 0,
+		},
+		CgroupID:      r.CgroupId,
+		PIDNamespace:  r.Pidns,
+		ExecOrigin:    originName(r.Origin),
+		Depth:         r.Depth,
+		EnvBytes:      r.EnvBytes,
+		StartBootNs:   r.StartNs,
+		ParentStartNs: r.ParentStartNs,
 	}
 	ev.Cgroup = joinCgroup(cString(r.CgroupParent[:], int(r.CgroupParentLen)), cString(r.Cgroup[:], int(r.CgroupLen)))
 	ev.ContainerID, ev.PodUID = ParseCgroupPath(ev.Cgroup)
@@ -105,10 +109,7 @@ func (d *Decoder) exit(r *correlatorExitEvent) Event {
 	ev := Event{
 		Time:        d.bootTime.Add(time.Duration(r.Hdr.TimeNs)),
 		Kind:        KindExit,
-		ProcessID:   ProcessKey(r.Tgid, r.StartNs),
-		PID:         r.Tgid,
-		PPID:        r.Ppid,
-		UID:         r.Uid,
+		Exec:        Exec{ProcessID: ProcessKey(r.Tgid, r.StartNs), PID: r.Tgid, PPID: r.Ppid, UID: r.Uid},
 		CgroupID:    r.CgroupId,
 		StartBootNs: r.StartNs,
 	}
@@ -181,23 +182,23 @@ func slotValue(id, claimed *correlatorIdSlot) KeyValue {
 func valueFlags(v string, f uint32) []string {
 	switch {
 	case v == "unknown":
-		return []string{FlagPlaceholder}
+		return []string{vocab.FlagPlaceholder}
 	case !isUUID(v) || f&uint32(correlatorKeyFlagKEY_FLAG_ID_TRUNCATED) != 0:
-		return []string{FlagNonstandardID}
+		return []string{vocab.FlagNonstandardID}
 	}
 	return nil
 }
 
-func sourceName(s uint8) Source {
+func sourceName(s uint8) vocab.Source {
 	switch s {
 	case uint8(correlatorIdSourceID_SOURCE_ENV):
-		return SourceEnv
+		return vocab.SourceEnv
 	case uint8(correlatorIdSourceID_SOURCE_INHERITED):
-		return SourceInherited
+		return vocab.SourceInherited
 	case uint8(correlatorIdSourceID_SOURCE_PROCFS):
-		return SourceProcfs
+		return vocab.SourceProcfs
 	}
-	return SourceNone
+	return vocab.SourceNone
 }
 
 // flagName maps one kernel flag bit to its name.
@@ -207,12 +208,12 @@ type flagName struct {
 }
 
 var keyFlagNames = []flagName{
-	{uint32(correlatorKeyFlagKEY_FLAG_ENV_MISMATCH), FlagEnvMismatch},
-	{uint32(correlatorKeyFlagKEY_FLAG_ENV_REMOVED), FlagEnvRemoved},
-	{uint32(correlatorKeyFlagKEY_FLAG_ROOT_UNVERIFIED), FlagRootUnverified},
-	{uint32(correlatorKeyFlagKEY_FLAG_DUPLICATE_KEY), FlagDuplicateKey},
-	{uint32(correlatorKeyFlagKEY_FLAG_ID_TRUNCATED), FlagIDTruncated},
-	{uint32(correlatorKeyFlagKEY_FLAG_ROOT_INDIRECT), FlagRootIndirect},
+	{uint32(correlatorKeyFlagKEY_FLAG_ENV_MISMATCH), vocab.FlagEnvMismatch},
+	{uint32(correlatorKeyFlagKEY_FLAG_ENV_REMOVED), vocab.FlagEnvRemoved},
+	{uint32(correlatorKeyFlagKEY_FLAG_ROOT_UNVERIFIED), vocab.FlagRootUnverified},
+	{uint32(correlatorKeyFlagKEY_FLAG_DUPLICATE_KEY), vocab.FlagDuplicateKey},
+	{uint32(correlatorKeyFlagKEY_FLAG_ID_TRUNCATED), vocab.FlagIDTruncated},
+	{uint32(correlatorKeyFlagKEY_FLAG_ROOT_INDIRECT), vocab.FlagRootIndirect},
 }
 
 var originNames = map[uint32]Origin{
@@ -236,11 +237,11 @@ func originName(o uint32) Origin {
 }
 
 var eventFlagNames = []flagName{
-	{uint32(correlatorEventFlagEVENT_FLAG_SCAN_TRUNCATED), FlagScanTruncated},
-	{uint32(correlatorEventFlagEVENT_FLAG_ARGV_TRUNCATED), FlagArgvTruncated},
-	{uint32(correlatorEventFlagEVENT_FLAG_SCAN_ERROR), FlagScanError},
-	{uint32(correlatorEventFlagEVENT_FLAG_STALE_LINEAGE), FlagStaleLineage},
-	{uint32(correlatorEventFlagEVENT_FLAG_LINEAGE_FULL), FlagLineageFull},
+	{uint32(correlatorEventFlagEVENT_FLAG_SCAN_TRUNCATED), vocab.FlagScanTruncated},
+	{uint32(correlatorEventFlagEVENT_FLAG_ARGV_TRUNCATED), vocab.FlagArgvTruncated},
+	{uint32(correlatorEventFlagEVENT_FLAG_SCAN_ERROR), vocab.FlagScanError},
+	{uint32(correlatorEventFlagEVENT_FLAG_STALE_LINEAGE), vocab.FlagStaleLineage},
+	{uint32(correlatorEventFlagEVENT_FLAG_LINEAGE_FULL), vocab.FlagLineageFull},
 }
 
 func keyFlags(f uint32) []string   { return flagNames(f, keyFlagNames) }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 func fixtureExit() correlatorExitEvent {
@@ -41,7 +43,7 @@ func TestDecodeExit(t *testing.T) {
 		{name: "SIGRTMAX", status: 64, wantCode: 192, wantSig: 64},
 		{
 			name: "no lineage: no id", mod: func(r *correlatorExitEvent) { r.Ids[0] = correlatorIdSlot{} },
-			want: func(e *Event) { e.AuditID, e.Source = "", SourceNone },
+			want: func(e *Event) { e.AuditID, e.Source = "", vocab.SourceNone },
 		},
 		{
 			name: "flags and second key",
@@ -50,9 +52,9 @@ func TestDecodeExit(t *testing.T) {
 				setSlot(&r.Ids[1], fxSPOUID, correlatorIdSourceID_SOURCE_INHERITED, 0)
 			},
 			want: func(e *Event) {
-				e.AuditID, e.Source = "unknown", SourceProcfs
-				e.Flags = []string{FlagRootUnverified, FlagPlaceholder}
-				e.Keys = map[string]KeyValue{fxSPOKey: {Value: fxSPOUID, Source: SourceInherited}}
+				e.AuditID, e.Source = "unknown", vocab.SourceProcfs
+				e.Flags = []string{vocab.FlagRootUnverified, vocab.FlagPlaceholder}
+				e.Keys = map[string]KeyValue{fxSPOKey: {Value: fxSPOUID, Source: vocab.SourceInherited}}
 			},
 		},
 	}
@@ -64,14 +66,13 @@ func TestDecodeExit(t *testing.T) {
 				tc.mod(&raw)
 			}
 			code := tc.wantCode
-			want := Event{
-				Time:        fxBootTime.Add(7 * time.Second),
-				Kind:        KindExit,
-				ProcessID:   "4242-12345",
-				PID:         4242,
-				PPID:        4100,
+			want := Event{Exec: Exec{ProcessID: "4242-12345",
+				PID:  4242,
+				PPID: 4100}, Time: fxBootTime.Add(7 * time.Second),
+				Kind: KindExit,
+
 				AuditID:     fxAuditID,
-				Source:      SourceInherited,
+				Source:      vocab.SourceInherited,
 				Flags:       []string{},
 				ExitCode:    &code,
 				Signal:      tc.wantSig,

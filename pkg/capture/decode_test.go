@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // Fixture values shared by the pure (no root, no BPF) tests of this package.
@@ -91,10 +93,7 @@ func fixtureExec() correlatorExecEvent {
 
 // fixtureExecEvent is what fixtureExec must decode to.
 func fixtureExecEvent() Event {
-	return Event{
-		Time:            fxBootTime.Add(5_000_000_123),
-		Kind:            KindExec,
-		ProcessID:       "4242-12345",
+	return Event{Exec: Exec{ProcessID: "4242-12345",
 		ParentProcessID: "4100-10000",
 		PID:             4242,
 		PPID:            4100,
@@ -103,17 +102,21 @@ func fixtureExecEvent() Event {
 		Argv:            []string{"sh", "-c", "echo hi"},
 		ContainerID:     fxCtrID,
 		PodUID:          fxPodUID,
-		Cgroup:          "pod" + fxPodUID + "/" + fxCtrID,
-		CgroupID:        7777,
-		PIDNamespace:    4026532000,
-		ExecOrigin:      OriginOtherCgroup,
-		AuditID:         fxAuditID,
-		Source:          SourceEnv,
-		Flags:           []string{},
-		SessionRootID:   "4242-12345",
-		EnvBytes:        2048,
-		StartBootNs:     123_456_789_012,
-		ParentStartNs:   100_009_999_999,
+
+		SessionRootID: "4242-12345"}, Time: fxBootTime.Add(5_000_000_123),
+		Kind: KindExec,
+
+		Cgroup:       "pod" + fxPodUID + "/" + fxCtrID,
+		CgroupID:     7777,
+		PIDNamespace: 4026532000,
+		ExecOrigin:   OriginOtherCgroup,
+		AuditID:      fxAuditID,
+		Source:       vocab.SourceEnv,
+		Flags:        []string{},
+
+		EnvBytes:      2048,
+		StartBootNs:   123_456_789_012,
+		ParentStartNs: 100_009_999_999,
 	}
 }
 
@@ -210,20 +213,20 @@ func TestDecodeExec(t *testing.T) {
 				r.Ids[0].Source = uint8(correlatorIdSourceID_SOURCE_INHERITED)
 			},
 			want: func(e *Event) {
-				e.SessionRootID, e.Depth, e.Source = "4000-9999", 3, SourceInherited
+				e.SessionRootID, e.Depth, e.Source = "4000-9999", 3, vocab.SourceInherited
 			},
 		},
 		{
 			name: "procfs source",
 			mod:  func(r *correlatorExecEvent) { r.Ids[0].Source = uint8(correlatorIdSourceID_SOURCE_PROCFS) },
-			want: func(e *Event) { e.Source = SourceProcfs },
+			want: func(e *Event) { e.Source = vocab.SourceProcfs },
 		},
 		{
 			name: "no id: source none hides a stale value",
 			mod: func(r *correlatorExecEvent) {
 				r.Ids[0].Source = uint8(correlatorIdSourceID_SOURCE_NONE)
 			},
-			want: func(e *Event) { e.AuditID, e.Source = "", SourceNone },
+			want: func(e *Event) { e.AuditID, e.Source = "", vocab.SourceNone },
 		},
 		{
 			name: "several args with an empty one inside",
@@ -259,7 +262,7 @@ func TestDecodeExec(t *testing.T) {
 			want: func(e *Event) {
 				e.Argv = []string{"sh", "-c", "echo hel"}
 				e.ArgvTruncated = true
-				e.Flags = []string{FlagArgvTruncated}
+				e.Flags = []string{vocab.FlagArgvTruncated}
 			},
 		},
 		{
@@ -275,7 +278,7 @@ func TestDecodeExec(t *testing.T) {
 			want: func(e *Event) {
 				e.Argv = []string{"a", strings.Repeat("a", 1022)}
 				e.ArgvTruncated = true
-				e.Flags = []string{FlagArgvTruncated}
+				e.Flags = []string{vocab.FlagArgvTruncated}
 			},
 		},
 		{
@@ -343,8 +346,8 @@ func TestDecodeExec(t *testing.T) {
 				setSlot(&r.Claimed[0], fxClaimed, correlatorIdSourceID_SOURCE_ENV, 0)
 			},
 			want: func(e *Event) {
-				e.Source, e.ClaimedAuditID = SourceInherited, fxClaimed
-				e.Flags = []string{FlagEnvMismatch}
+				e.Source, e.ClaimedAuditID = vocab.SourceInherited, fxClaimed
+				e.Flags = []string{vocab.FlagEnvMismatch}
 			},
 		},
 		{
@@ -359,14 +362,14 @@ func TestDecodeExec(t *testing.T) {
 			mod: func(r *correlatorExecEvent) {
 				setSlot(&r.Ids[0], fxAuditID, correlatorIdSourceID_SOURCE_INHERITED, correlatorKeyFlagKEY_FLAG_ENV_REMOVED)
 			},
-			want: func(e *Event) { e.Source, e.Flags = SourceInherited, []string{FlagEnvRemoved} },
+			want: func(e *Event) { e.Source, e.Flags = vocab.SourceInherited, []string{vocab.FlagEnvRemoved} },
 		},
 		{
 			name: "root unverified and duplicate key",
 			mod: func(r *correlatorExecEvent) {
 				r.Ids[0].Flags = uint32(correlatorKeyFlagKEY_FLAG_ROOT_UNVERIFIED | correlatorKeyFlagKEY_FLAG_DUPLICATE_KEY)
 			},
-			want: func(e *Event) { e.Flags = []string{FlagRootUnverified, FlagDuplicateKey} },
+			want: func(e *Event) { e.Flags = []string{vocab.FlagRootUnverified, vocab.FlagDuplicateKey} },
 		},
 		{
 			name: "root set by the runtime's first image",
@@ -376,7 +379,7 @@ func TestDecodeExec(t *testing.T) {
 			},
 			want: func(e *Event) {
 				e.ExecOrigin = OriginRuntimeChild
-				e.Flags = []string{FlagRootUnverified, FlagRootIndirect}
+				e.Flags = []string{vocab.FlagRootUnverified, vocab.FlagRootIndirect}
 			},
 		},
 		{
@@ -396,7 +399,7 @@ func TestDecodeExec(t *testing.T) {
 			},
 			want: func(e *Event) {
 				e.AuditID = uuid128
-				e.Flags = []string{FlagIDTruncated, FlagNonstandardID}
+				e.Flags = []string{vocab.FlagIDTruncated, vocab.FlagNonstandardID}
 			},
 		},
 		{
@@ -406,10 +409,10 @@ func TestDecodeExec(t *testing.T) {
 				setSlot(&r.Claimed[0], uuid128, correlatorIdSourceID_SOURCE_ENV, correlatorKeyFlagKEY_FLAG_ID_TRUNCATED)
 			},
 			want: func(e *Event) {
-				e.Source, e.ClaimedAuditID = SourceInherited, uuid128
+				e.Source, e.ClaimedAuditID = vocab.SourceInherited, uuid128
 				// The claim's truncation is flagged on the key; the
 				// authoritative value is a UUID, so not nonstandard.
-				e.Flags = []string{FlagEnvMismatch, FlagIDTruncated}
+				e.Flags = []string{vocab.FlagEnvMismatch, vocab.FlagIDTruncated}
 			},
 		},
 		{
@@ -418,29 +421,29 @@ func TestDecodeExec(t *testing.T) {
 				setSlot(&r.Ids[0], uuid128, correlatorIdSourceID_SOURCE_ENV, 0)
 				r.Ids[0].Len = 0xffff
 			},
-			want: func(e *Event) { e.AuditID, e.Flags = uuid128, []string{FlagNonstandardID} },
+			want: func(e *Event) { e.AuditID, e.Flags = uuid128, []string{vocab.FlagNonstandardID} },
 		},
 		{
 			name: "placeholder",
 			mod:  func(r *correlatorExecEvent) { setSlot(&r.Ids[0], "unknown", correlatorIdSourceID_SOURCE_ENV, 0) },
-			want: func(e *Event) { e.AuditID, e.Flags = "unknown", []string{FlagPlaceholder} },
+			want: func(e *Event) { e.AuditID, e.Flags = "unknown", []string{vocab.FlagPlaceholder} },
 		},
 		{
 			name: "non-UUID id",
 			mod:  func(r *correlatorExecEvent) { setSlot(&r.Ids[0], "abc", correlatorIdSourceID_SOURCE_ENV, 0) },
-			want: func(e *Event) { e.AuditID, e.Flags = "abc", []string{FlagNonstandardID} },
+			want: func(e *Event) { e.AuditID, e.Flags = "abc", []string{vocab.FlagNonstandardID} },
 		},
 		{
 			name: "UUID with one bad character",
 			mod: func(r *correlatorExecEvent) {
 				setSlot(&r.Ids[0], fxAuditID[:35]+"g", correlatorIdSourceID_SOURCE_ENV, 0)
 			},
-			want: func(e *Event) { e.AuditID, e.Flags = fxAuditID[:35]+"g", []string{FlagNonstandardID} },
+			want: func(e *Event) { e.AuditID, e.Flags = fxAuditID[:35]+"g", []string{vocab.FlagNonstandardID} },
 		},
 		{
 			name: "empty id value present",
 			mod:  func(r *correlatorExecEvent) { setSlot(&r.Ids[0], "", correlatorIdSourceID_SOURCE_ENV, 0) },
-			want: func(e *Event) { e.AuditID, e.Flags = "", []string{FlagNonstandardID} },
+			want: func(e *Event) { e.AuditID, e.Flags = "", []string{vocab.FlagNonstandardID} },
 		},
 		{
 			name: "every event flag",
@@ -449,7 +452,7 @@ func TestDecodeExec(t *testing.T) {
 					correlatorEventFlagEVENT_FLAG_STALE_LINEAGE | correlatorEventFlagEVENT_FLAG_LINEAGE_FULL | 1<<20)
 			},
 			want: func(e *Event) {
-				e.Flags = []string{FlagScanTruncated, FlagScanError, FlagStaleLineage, FlagLineageFull}
+				e.Flags = []string{vocab.FlagScanTruncated, vocab.FlagScanError, vocab.FlagStaleLineage, vocab.FlagLineageFull}
 			},
 		},
 		{
@@ -462,8 +465,8 @@ func TestDecodeExec(t *testing.T) {
 			},
 			want: func(e *Event) {
 				e.Keys = map[string]KeyValue{fxSPOKey: {
-					Value: fxSPOUID, Claimed: "spoofed", Source: SourceInherited,
-					Flags: []string{FlagEnvMismatch},
+					Value: fxSPOUID, Claimed: "spoofed", Source: vocab.SourceInherited,
+					Flags: []string{vocab.FlagEnvMismatch},
 				}}
 			},
 		},
@@ -474,8 +477,8 @@ func TestDecodeExec(t *testing.T) {
 				setSlot(&r.Ids[1], "unknown", correlatorIdSourceID_SOURCE_PROCFS, 0)
 			},
 			want: func(e *Event) {
-				e.AuditID, e.Source = "", SourceNone
-				e.Keys = map[string]KeyValue{fxSPOKey: {Value: "unknown", Source: SourceProcfs, Flags: []string{FlagPlaceholder}}}
+				e.AuditID, e.Source = "", vocab.SourceNone
+				e.Keys = map[string]KeyValue{fxSPOKey: {Value: "unknown", Source: vocab.SourceProcfs, Flags: []string{vocab.FlagPlaceholder}}}
 			},
 		},
 		{
@@ -484,7 +487,7 @@ func TestDecodeExec(t *testing.T) {
 				r.Ids[1].Flags = uint32(correlatorKeyFlagKEY_FLAG_DUPLICATE_KEY)
 			},
 			want: func(e *Event) {
-				e.Keys = map[string]KeyValue{fxSPOKey: {Flags: []string{FlagDuplicateKey}}}
+				e.Keys = map[string]KeyValue{fxSPOKey: {Flags: []string{vocab.FlagDuplicateKey}}}
 			},
 		},
 		{
@@ -494,7 +497,7 @@ func TestDecodeExec(t *testing.T) {
 				setSlot(&r.Ids[3], "c-value", correlatorIdSourceID_SOURCE_ENV, 0)
 			},
 			want: func(e *Event) {
-				e.Keys = map[string]KeyValue{"C": {Value: "c-value", Source: SourceEnv, Flags: []string{FlagNonstandardID}}}
+				e.Keys = map[string]KeyValue{"C": {Value: "c-value", Source: vocab.SourceEnv, Flags: []string{vocab.FlagNonstandardID}}}
 			},
 		},
 		{
@@ -507,7 +510,7 @@ func TestDecodeExec(t *testing.T) {
 			name: "no keys configured",
 			keys: []string{},
 			mod:  func(*correlatorExecEvent) {},
-			want: func(e *Event) { e.AuditID, e.Source = "", SourceNone },
+			want: func(e *Event) { e.AuditID, e.Source = "", vocab.SourceNone },
 		},
 		{
 			name: "trailing bytes after the frame",

@@ -3,6 +3,8 @@ package capture
 import (
 	"strconv"
 	"time"
+
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // Kind names what an Event records.
@@ -11,33 +13,6 @@ type Kind string
 const (
 	KindExec Kind = "exec"
 	KindExit Kind = "exit"
-)
-
-// Source says where an ID came from.
-type Source string
-
-const (
-	SourceNone      Source = ""
-	SourceEnv       Source = "env"       // the session root's own environment
-	SourceInherited Source = "inherited" // carried through fork by the kernel
-	SourceProcfs    Source = "procfs"    // bootstrapped from /proc/<pid>/environ
-)
-
-// Flag names, shared with the joiner and the API.
-const (
-	FlagEnvMismatch    = "env_mismatch"
-	FlagEnvRemoved     = "env_removed"
-	FlagRootUnverified = "root_unverified"
-	FlagRootIndirect   = "root_indirect"
-	FlagDuplicateKey   = "duplicate_key"
-	FlagPlaceholder    = "placeholder"
-	FlagNonstandardID  = "nonstandard_id"
-	FlagIDTruncated    = "id_truncated"
-	FlagScanTruncated  = "scan_truncated"
-	FlagArgvTruncated  = "argv_truncated"
-	FlagScanError      = "scan_error"
-	FlagStaleLineage   = "stale_lineage"
-	FlagLineageFull    = "lineage_full"
 )
 
 // Origin says who exec'd an image: where the image that called execve was
@@ -61,38 +36,46 @@ func (o Origin) Verified() bool { return o == OriginOtherCgroup || o == OriginOu
 
 // KeyValue is what the kernel recorded for one configured key.
 type KeyValue struct {
-	Value   string   `json:"value,omitempty"`
-	Claimed string   `json:"claimed,omitempty"`
-	Source  Source   `json:"source,omitempty"`
-	Flags   []string `json:"flags,omitempty"`
+	Value   string       `json:"value,omitempty"`
+	Claimed string       `json:"claimed,omitempty"`
+	Source  vocab.Source `json:"source,omitempty"`
+	Flags   []string     `json:"flags,omitempty"`
+}
+
+// Exec is the process image the kernel reported: who it is, what it runs
+// and where. The joiner's process record embeds it as it is.
+type Exec struct {
+	ProcessID       string   `json:"processID"`
+	ParentProcessID string   `json:"parentProcessID,omitempty"`
+	PID             uint32   `json:"pid"`
+	PPID            uint32   `json:"ppid"`
+	UID             uint32   `json:"uid"`
+	Filename        string   `json:"filename,omitempty"`
+	Argv            []string `json:"argv,omitempty"`
+	ArgvTruncated   bool     `json:"argvTruncated,omitempty"`
+	ContainerID     string   `json:"containerID,omitempty"`
+	PodUID          string   `json:"podUID,omitempty"`
+	// SessionRootID is the process that started the lineage its ID came
+	// down: the session root, as the kernel followed it.
+	SessionRootID string `json:"sessionRootID,omitempty"`
 }
 
 // Event is one process exec or exit, as `correlator capture` prints it.
 type Event struct {
-	Time            time.Time `json:"time"`
-	Kind            Kind      `json:"kind"`
-	ProcessID       string    `json:"processID"`
-	ParentProcessID string    `json:"parentProcessID,omitempty"`
-	PID             uint32    `json:"pid"`
-	PPID            uint32    `json:"ppid"`
-	UID             uint32    `json:"uid"`
-	Filename        string    `json:"filename,omitempty"`
-	Argv            []string  `json:"argv,omitempty"`
-	ArgvTruncated   bool      `json:"argvTruncated,omitempty"`
-	ContainerID     string    `json:"containerID,omitempty"`
-	PodUID          string    `json:"podUID,omitempty"`
-	Cgroup          string    `json:"cgroup,omitempty"`
-	CgroupID        uint64    `json:"cgroupID,omitempty"`
-	PIDNamespace    uint32    `json:"pidNamespace,omitempty"`
+	Time time.Time `json:"time"`
+	Kind Kind      `json:"kind"`
+	Exec
+	Cgroup       string `json:"cgroup,omitempty"`
+	CgroupID     uint64 `json:"cgroupID,omitempty"`
+	PIDNamespace uint32 `json:"pidNamespace,omitempty"`
 	// ExecOrigin is who exec'd this image (exec events only).
-	ExecOrigin     Origin   `json:"execOrigin,omitempty"`
-	AuditID        string   `json:"auditID"`
-	ClaimedAuditID string   `json:"claimedAuditID,omitempty"`
-	Source         Source   `json:"source,omitempty"`
-	Flags          []string `json:"flags"`
+	ExecOrigin     Origin       `json:"execOrigin,omitempty"`
+	AuditID        string       `json:"auditID"`
+	ClaimedAuditID string       `json:"claimedAuditID,omitempty"`
+	Source         vocab.Source `json:"source,omitempty"`
+	Flags          []string     `json:"flags"`
 	// Keys holds every configured key other than the audit ID key.
 	Keys          map[string]KeyValue `json:"keys,omitempty"`
-	SessionRootID string              `json:"sessionRootID,omitempty"`
 	Depth         uint32              `json:"depth,omitempty"`
 	EnvBytes      uint32              `json:"envBytes,omitempty"`
 	ExitCode      *int                `json:"exitCode,omitempty"`

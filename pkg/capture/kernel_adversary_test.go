@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/execid/correlator/internal/testutil"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // The adversary: code inside a pod with no exec session of its own reads a
@@ -50,7 +51,7 @@ func newAdversary(t *testing.T) *adversary {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	root := h.waitFor("victim session root", func(e Event) bool { return a.in(e) && execWithArg(tok)(e) })
-	if root.AuditID != a.victim || root.HasFlag(FlagRootUnverified) || !root.ExecOrigin.Verified() {
+	if root.AuditID != a.victim || root.HasFlag(vocab.FlagRootUnverified) || !root.ExecOrigin.Verified() {
 		t.Fatalf("positive control: the victim's genuine root is auditID %q flags %v origin %q, want %s verified",
 			root.AuditID, root.Flags, root.ExecOrigin, a.victim)
 	}
@@ -82,7 +83,7 @@ func (a *adversary) genuine(id string, args ...string) {
 func (a *adversary) forged(tok, rootFile string) Event {
 	a.t.Helper()
 	root := a.h.waitFor("forged root "+tok, func(e Event) bool {
-		return a.in(e) && execWithArg(tok)(e) && e.Filename == rootFile && e.Source == SourceEnv
+		return a.in(e) && execWithArg(tok)(e) && e.Filename == rootFile && e.Source == vocab.SourceEnv
 	})
 	echo := a.h.waitFor("forged root's echo "+tok, func(e Event) bool {
 		return a.in(e) && execWithArg(tok)(e) && e.Filename == "/bin/echo"
@@ -91,7 +92,7 @@ func (a *adversary) forged(tok, rootFile string) Event {
 		if ev.AuditID != a.victim {
 			a.t.Errorf("%s %v: carries %q, want the borrowed %s", tok, ev.Argv, ev.AuditID, a.victim)
 		}
-		wantFlags(a.t, ev, FlagRootUnverified)
+		wantFlags(a.t, ev, vocab.FlagRootUnverified)
 	}
 	if root.ExecOrigin.Verified() {
 		a.t.Errorf("%s: forged root's exec origin %q reads as the runtime's", tok, root.ExecOrigin)
@@ -108,12 +109,12 @@ func (a *adversary) verified(tok, id string) {
 	a.t.Helper()
 	for _, file := range []string{"", "/bin/echo"} {
 		ev := a.h.waitFor("genuine "+tok+" "+file, func(e Event) bool {
-			return a.in(e) && execWithArg(tok)(e) && (file == "" && e.Source == SourceEnv || e.Filename == file)
+			return a.in(e) && execWithArg(tok)(e) && (file == "" && e.Source == vocab.SourceEnv || e.Filename == file)
 		})
 		if ev.AuditID != id {
 			a.t.Errorf("positive control %s %v: auditID %q, want %s", tok, ev.Argv, ev.AuditID, id)
 		}
-		noFlags(a.t, ev, FlagRootUnverified, FlagEnvMismatch, FlagEnvRemoved)
+		noFlags(a.t, ev, vocab.FlagRootUnverified, vocab.FlagEnvMismatch, vocab.FlagEnvRemoved)
 	}
 }
 
@@ -162,7 +163,7 @@ func TestKernelAdversaryExecInPlace(t *testing.T) {
 		if root.ExecOrigin != OriginRuntimeChild {
 			t.Errorf("exec origin %q, want %q: the runtime's first image set the key", root.ExecOrigin, OriginRuntimeChild)
 		}
-		wantFlags(t, root, FlagRootIndirect)
+		wantFlags(t, root, vocab.FlagRootIndirect)
 	})
 	t.Run("steal from /proc/pid/environ and exec", func(t *testing.T) {
 		a.t = t
@@ -204,10 +205,10 @@ func TestKernelAdversaryCloneParent(t *testing.T) {
 	own := testutil.RandomUUID()
 	a.genuine(own, "/bin/forger", "clone-parent", keyName+"="+own, "/bin/sh", "-c", "/bin/echo clone-parent-ok; true")
 	ok := a.h.waitFor("genuine clone child", func(e Event) bool { return a.in(e) && execWithArg("clone-parent-ok")(e) && e.Filename == "/bin/sh" })
-	if ok.AuditID != own || ok.Source != SourceInherited {
+	if ok.AuditID != own || ok.Source != vocab.SourceInherited {
 		t.Errorf("positive control: clone child auditID %q source %q, want %s inherited", ok.AuditID, ok.Source, own)
 	}
-	noFlags(t, ok, FlagRootUnverified, FlagEnvMismatch)
+	noFlags(t, ok, vocab.FlagRootUnverified, vocab.FlagEnvMismatch)
 }
 
 func TestKernelAdversaryThreadExec(t *testing.T) {
@@ -219,28 +220,28 @@ func TestKernelAdversaryThreadExec(t *testing.T) {
 		want     []string
 	}{
 		{"same key", keyName + "=" + own, nil},
-		{"key removed", "-" + keyName, []string{FlagEnvRemoved}},
-		{"another key", keyName + "=" + other, []string{FlagEnvMismatch}},
+		{"key removed", "-" + keyName, []string{vocab.FlagEnvRemoved}},
+		{"another key", keyName + "=" + other, []string{vocab.FlagEnvMismatch}},
 	} {
 		t.Run("genuine session, "+tc.name, func(t *testing.T) {
 			tok := "thr-" + strings.ReplaceAll(tc.name, " ", "-")
 			a.genuine(own, "/bin/forger", "thread-exec", tc.op, "/bin/echo", tok)
 			ev := a.h.waitFor(tok, func(e Event) bool { return a.in(e) && e.Filename == "/bin/echo" && execWithArg(tok)(e) })
-			if ev.AuditID != own || ev.Source != SourceInherited {
+			if ev.AuditID != own || ev.Source != vocab.SourceInherited {
 				t.Errorf("thread exec: auditID %q source %q, want %s inherited", ev.AuditID, ev.Source, own)
 			}
 			wantFlags(t, ev, tc.want...)
-			noFlags(t, ev, FlagRootUnverified)
+			noFlags(t, ev, vocab.FlagRootUnverified)
 		})
 	}
 	t.Run("no session, borrowed key", func(t *testing.T) {
 		a.t = t
 		a.exec("/bin/forger", "thread-exec", keyName+"="+a.victim, "/bin/echo", "thr-forged")
 		ev := a.h.waitFor("forged thread exec", func(e Event) bool { return a.in(e) && e.Filename == "/bin/echo" && execWithArg("thr-forged")(e) })
-		if ev.AuditID != a.victim || ev.Source != SourceEnv {
+		if ev.AuditID != a.victim || ev.Source != vocab.SourceEnv {
 			t.Errorf("auditID %q source %q, want the borrowed ID as a root", ev.AuditID, ev.Source)
 		}
-		wantFlags(t, ev, FlagRootUnverified)
+		wantFlags(t, ev, vocab.FlagRootUnverified)
 		// The thread's copy of the image place is what judged it: not unknown.
 		if ev.ExecOrigin != OriginInside {
 			t.Errorf("exec origin %q, want %q (the thread inherited its creator's place)", ev.ExecOrigin, OriginInside)
@@ -267,9 +268,9 @@ func TestKernelAdversaryManySessions(t *testing.T) {
 	}
 	for _, id := range ids {
 		tok := "many-" + id[:8]
-		root := a.h.waitFor("root "+tok, func(e Event) bool { return a.in(e) && execWithArg(tok)(e) && e.Source == SourceEnv })
+		root := a.h.waitFor("root "+tok, func(e Event) bool { return a.in(e) && execWithArg(tok)(e) && e.Source == vocab.SourceEnv })
 		a.h.waitFor("true "+tok, func(e Event) bool { return a.in(e) && execWithArg(tok)(e) && e.Filename == "/bin/true" })
-		noFlags(t, root, FlagRootUnverified)
+		noFlags(t, root, vocab.FlagRootUnverified)
 		for _, ev := range a.h.all(func(e Event) bool { return a.in(e) && (execWithArg(tok)(e) || e.SessionRootID == root.ProcessID) }) {
 			if ev.AuditID != id || ev.SessionRootID != root.ProcessID {
 				t.Errorf("session %s: %s %v carries %q under root %q", id, ev.Filename, ev.Argv, ev.AuditID, ev.SessionRootID)
@@ -289,10 +290,10 @@ func TestKernelAdversaryNested(t *testing.T) {
 	}
 	bottom := a.h.waitFor("the bottom echo", func(e Event) bool { return a.in(e) && execWithArg("nested-bottom")(e) && e.Filename == "/bin/echo" })
 	root := a.h.waitFor("the root", func(e Event) bool { return a.in(e) && e.ProcessID == bottom.SessionRootID })
-	if bottom.AuditID != id || bottom.Depth < 20 || root.AuditID != id || root.Source != SourceEnv {
+	if bottom.AuditID != id || bottom.Depth < 20 || root.AuditID != id || root.Source != vocab.SourceEnv {
 		t.Errorf("20 shells deep: auditID %q depth %d; root auditID %q source %q", bottom.AuditID, bottom.Depth, root.AuditID, root.Source)
 	}
-	noFlags(t, bottom, FlagRootUnverified, FlagEnvMismatch, FlagEnvRemoved)
+	noFlags(t, bottom, vocab.FlagRootUnverified, vocab.FlagEnvMismatch, vocab.FlagEnvRemoved)
 }
 
 // TestKernelAdversaryNestedNamespace: the intruder makes a pid namespace of
@@ -322,10 +323,10 @@ func TestKernelSPOPrefix(t *testing.T) {
 	a.exec("/bin/env", spo+"=spo-uid-1", "/bin/sh", "-c", "/bin/echo spo-prefix; true")
 	root := a.h.waitFor("SPO root", func(e Event) bool { return a.in(e) && execWithArg("spo-prefix")(e) && e.Filename == "/bin/sh" })
 	kv := root.Keys[spo]
-	if kv.Value != "spo-uid-1" || kv.Source != SourceEnv || root.ExecOrigin != OriginRuntimeChild {
+	if kv.Value != "spo-uid-1" || kv.Source != vocab.SourceEnv || root.ExecOrigin != OriginRuntimeChild {
 		t.Errorf("SPO root: %+v origin %q, want spo-uid-1 from env, exec'd by the runtime's first program", kv, root.ExecOrigin)
 	}
-	for _, f := range []string{FlagRootUnverified, FlagRootIndirect} {
+	for _, f := range []string{vocab.FlagRootUnverified, vocab.FlagRootIndirect} {
 		if !slices.Contains(kv.Flags, f) {
 			t.Errorf("SPO root flags %v lack %s", kv.Flags, f)
 		}
@@ -333,9 +334,9 @@ func TestKernelSPOPrefix(t *testing.T) {
 	// Control: set from a forked child of the first program, it is inside.
 	a.exec("sh", "-c", "/bin/sh -c '"+spo+"=spo-uid-2 /bin/sh -c \"/bin/echo spo-child; true\"; true'; true")
 	child := a.h.waitFor("SPO set by a child", func(e Event) bool {
-		return a.in(e) && execWithArg("spo-child")(e) && e.Filename == "/bin/sh" && e.Keys[spo].Source == SourceEnv
+		return a.in(e) && execWithArg("spo-child")(e) && e.Filename == "/bin/sh" && e.Keys[spo].Source == vocab.SourceEnv
 	})
-	if kv := child.Keys[spo]; slices.Contains(kv.Flags, FlagRootIndirect) || !slices.Contains(kv.Flags, FlagRootUnverified) || child.ExecOrigin != OriginInside {
+	if kv := child.Keys[spo]; slices.Contains(kv.Flags, vocab.FlagRootIndirect) || !slices.Contains(kv.Flags, vocab.FlagRootUnverified) || child.ExecOrigin != OriginInside {
 		t.Errorf("SPO set by the container's code: %+v origin %q, want root_unverified without root_indirect", kv, child.ExecOrigin)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/execid/correlator/internal/testutil"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // TestKernelKeyPosition runs real execs against the loaded probe and checks
@@ -24,7 +25,7 @@ func TestKernelKeyPosition(t *testing.T) {
 		{name: "middle", env: []string{"A=1", "B=2", keyEnv(id), "C=3", "D=4"}, want: id},
 		{name: "last", env: append(baseEnv(), keyEnv(id)), want: id},
 		{name: "behind 200KiB of variables", env: append(append(baseEnv(), big...), keyEnv(id)), want: id,
-			noFlags: []string{FlagScanTruncated}},
+			noFlags: []string{vocab.FlagScanTruncated}},
 		{name: "behind one 120KiB value", env: []string{"BLOB=" + strings.Repeat("x", 120<<10), keyEnv(id)}, want: id},
 		{name: "multi-line value hiding a fake key", want: id,
 			env: []string{"MULTI=line1\n" + keyEnv("fake") + "\nline3", keyEnv(id)}},
@@ -34,13 +35,13 @@ func TestKernelKeyPosition(t *testing.T) {
 			env: []string{"Logging:LogLevel:Default=x", "a.b-c d=y", "=weird", keyEnv(id)}},
 		{name: "longer key is not the key", want: "", env: []string{keyName + "_OLD=" + id, "X" + keyName + "=" + id}},
 		{name: "literal $(FOO)", want: "$(FOO)", env: []string{"FOO=bar", keyEnv("$(FOO)")},
-			flags: []string{FlagNonstandardID}},
+			flags: []string{vocab.FlagNonstandardID}},
 		{name: "duplicate: first wins", want: id, env: []string{keyEnv(id), "A=1", keyEnv(testutil.RandomUUID())},
-			flags: []string{FlagDuplicateKey}},
-		{name: "placeholder", want: "unknown", env: []string{keyEnv("unknown")}, flags: []string{FlagPlaceholder}},
+			flags: []string{vocab.FlagDuplicateKey}},
+		{name: "placeholder", want: "unknown", env: []string{keyEnv("unknown")}, flags: []string{vocab.FlagPlaceholder}},
 		{name: "empty value", want: "", env: []string{keyEnv("")}},
 		{name: "long value truncated", want: strings.Repeat("z", 128), env: []string{keyEnv(strings.Repeat("z", 300))},
-			flags: []string{FlagNonstandardID, FlagIDTruncated}},
+			flags: []string{vocab.FlagNonstandardID, vocab.FlagIDTruncated}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,12 +50,12 @@ func TestKernelKeyPosition(t *testing.T) {
 			if ev.AuditID != tc.want {
 				t.Errorf("auditID = %q, want %q", ev.AuditID, tc.want)
 			}
-			if tc.want != "" && ev.Source != SourceEnv {
+			if tc.want != "" && ev.Source != vocab.SourceEnv {
 				t.Errorf("source = %q, want env", ev.Source)
 			}
 			wantFlags(t, ev, tc.flags...)
 			noFlags(t, ev, tc.noFlags...)
-			noFlags(t, ev, FlagScanError, FlagEnvMismatch, FlagEnvRemoved)
+			noFlags(t, ev, vocab.FlagScanError, vocab.FlagEnvMismatch, vocab.FlagEnvRemoved)
 		})
 	}
 }
@@ -69,7 +70,7 @@ func TestKernelScanBudget(t *testing.T) {
 	if ev.AuditID != "" {
 		t.Errorf("auditID = %q beyond an 8 KiB budget", ev.AuditID)
 	}
-	wantFlags(t, ev, FlagScanTruncated)
+	wantFlags(t, ev, vocab.FlagScanTruncated)
 
 	pid = run(t, []string{"/bin/true"}, append([]string{keyEnv(id)}, bigEnv(64<<10)...))
 	ev = h.waitFor("exec with the key first", execOf(pid))
@@ -95,7 +96,7 @@ func TestKernelSecondKey(t *testing.T) {
 		t.Errorf("auditID %q keys %+v, want %s and %s", ev.AuditID, ev.Keys, id, spo)
 	}
 	child := h.waitFor("child exec", func(e Event) bool { return e.Kind == KindExec && e.PPID == uint32(pid) })
-	if kv := child.Keys["SPO_EXEC_REQUEST_UID"]; kv.Value != spo || kv.Source != SourceInherited {
+	if kv := child.Keys["SPO_EXEC_REQUEST_UID"]; kv.Value != spo || kv.Source != vocab.SourceInherited {
 		t.Errorf("child SPO key %+v, want %s inherited", kv, spo)
 	}
 }

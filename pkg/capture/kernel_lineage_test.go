@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/execid/correlator/internal/testutil"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 const helperEnv = "CORRELATOR_TEST_HELPER"
@@ -60,14 +61,14 @@ func TestKernelLineage(t *testing.T) {
 		gc := h.waitFor("grandchild echo", func(e Event) bool { return execWithArg(tok)(e) && e.Filename == "/bin/echo" })
 		rootEv := h.waitFor("root exec", execOf(root))
 		h.waitFor("child true", func(e Event) bool { return execWithArg(tok)(e) && e.Filename == "/bin/true" })
-		if rootEv.Source != SourceEnv || rootEv.AuditID != id {
+		if rootEv.Source != vocab.SourceEnv || rootEv.AuditID != id {
 			t.Errorf("root: auditID %q source %q", rootEv.AuditID, rootEv.Source)
 		}
 		for _, ev := range h.all(execWithArg(tok)) {
 			if ev.PID == uint32(root) {
 				continue
 			}
-			if ev.AuditID != id || ev.Source != SourceInherited || ev.SessionRootID != rootEv.ProcessID {
+			if ev.AuditID != id || ev.Source != vocab.SourceInherited || ev.SessionRootID != rootEv.ProcessID {
 				t.Errorf("%v: auditID %q source %q root %q, want %s inherited from %s", ev.Argv, ev.AuditID, ev.Source, ev.SessionRootID, id, rootEv.ProcessID)
 			}
 		}
@@ -84,7 +85,7 @@ func TestKernelLineage(t *testing.T) {
 		if ev.Filename != "/bin/echo" {
 			ev = h.waitFor("daemon's echo", func(e Event) bool { return execWithArg(tok)(e) && e.Filename == "/bin/echo" })
 		}
-		if ev.AuditID != id || ev.Source != SourceInherited {
+		if ev.AuditID != id || ev.Source != vocab.SourceInherited {
 			t.Errorf("daemon: auditID %q source %q, want %s inherited", ev.AuditID, ev.Source, id)
 		}
 		if ev.PPID == uint32(root) {
@@ -100,7 +101,7 @@ func TestKernelLineage(t *testing.T) {
 		}
 		helper := run(t, []string{exe, "-test.run=^$"}, []string{keyEnv(id), helperEnv + "=thread-fork"})
 		ev := h.waitFor("thread's child", func(e Event) bool { return execWithArg("thread-child")(e) && e.PPID == uint32(helper) })
-		if ev.AuditID != id || ev.Source != SourceInherited {
+		if ev.AuditID != id || ev.Source != vocab.SourceInherited {
 			t.Errorf("thread child: auditID %q source %q, want %s inherited", ev.AuditID, ev.Source, id)
 		}
 	})
@@ -137,20 +138,20 @@ func TestKernelTampering(t *testing.T) {
 	if removed.AuditID != id {
 		t.Errorf("env -u: auditID %q, want the original %s", removed.AuditID, id)
 	}
-	wantFlags(t, removed, FlagEnvRemoved)
+	wantFlags(t, removed, vocab.FlagEnvRemoved)
 	ls := h.waitFor("ls below the stripped shell", func(e Event) bool {
 		return e.Kind == KindExec && e.PPID == removed.PID && e.Filename == "/usr/bin/ls"
 	})
 	if ls.AuditID != id {
 		t.Errorf("ls below env -u: auditID %q, want %s", ls.AuditID, id)
 	}
-	wantFlags(t, ls, FlagEnvRemoved)
+	wantFlags(t, ls, vocab.FlagEnvRemoved)
 
 	mismatch := h.waitFor("sh with another ID", isShell("mismatch-"+tok))
 	if mismatch.AuditID != id || mismatch.ClaimedAuditID != other {
 		t.Errorf("override: auditID %q claimed %q, want %s claimed %s", mismatch.AuditID, mismatch.ClaimedAuditID, id, other)
 	}
-	wantFlags(t, mismatch, FlagEnvMismatch)
+	wantFlags(t, mismatch, vocab.FlagEnvMismatch)
 }
 
 // TestKernelPIDReuse plants the entry of a dead process under a pid, makes
@@ -184,7 +185,7 @@ func TestKernelPIDReuse(t *testing.T) {
 		if ev.AuditID != "" {
 			t.Errorf("reused pid inherited dead session %q", ev.AuditID)
 		}
-		wantFlags(t, ev, FlagStaleLineage)
+		wantFlags(t, ev, vocab.FlagStaleLineage)
 		child := h.waitFor("child of the reused pid", func(e Event) bool { return e.Kind == KindExec && e.PPID == target })
 		if child.AuditID != "" {
 			t.Errorf("child of reused pid inherited %q", child.AuditID)

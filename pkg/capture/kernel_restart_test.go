@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/execid/correlator/internal/testutil"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // TestKernelRestart stops the agent while a session runs and starts a new
@@ -41,10 +42,10 @@ func TestKernelRestart(t *testing.T) {
 	ev := second.waitFor("exec after the restart", func(e Event) bool {
 		return execWithArg(tok)(e) && e.Filename == "/bin/echo"
 	})
-	if ev.AuditID != id || ev.Source != SourceInherited {
+	if ev.AuditID != id || ev.Source != vocab.SourceInherited {
 		t.Errorf("after restart: auditID %q source %q, want %s inherited", ev.AuditID, ev.Source, id)
 	}
-	noFlags(t, ev, FlagStaleLineage)
+	noFlags(t, ev, vocab.FlagStaleLineage)
 	// The image places are pinned too: the shell's place, recorded by the
 	// first probe, still judges its exec (a lost place reads unknown).
 	if ev.ExecOrigin != OriginInside {
@@ -72,7 +73,7 @@ func TestKernelColdStart(t *testing.T) {
 	for _, ev := range boot {
 		if ev.PID == uint32(root) {
 			found = true
-			if ev.AuditID != id || ev.Source != SourceProcfs {
+			if ev.AuditID != id || ev.Source != vocab.SourceProcfs {
 				t.Errorf("bootstrapped root: auditID %q source %q", ev.AuditID, ev.Source)
 			}
 		}
@@ -82,7 +83,7 @@ func TestKernelColdStart(t *testing.T) {
 	}
 	wait()
 	ev := h.waitFor("exec after bootstrap", func(e Event) bool { return execWithArg(tok)(e) && e.Filename == "/bin/echo" })
-	if ev.AuditID != id || ev.Source != SourceProcfs {
+	if ev.AuditID != id || ev.Source != vocab.SourceProcfs {
 		t.Errorf("exec after bootstrap: auditID %q source %q, want %s procfs", ev.AuditID, ev.Source, id)
 	}
 	// Nothing was pinned and the shell predates the probe: where its image

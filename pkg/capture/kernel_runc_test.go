@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/execid/correlator/internal/testutil"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // busybox sh runs applets named without a path in-process (no exec), so
@@ -28,12 +29,12 @@ func TestKernelRuncContainer(t *testing.T) {
 			t.Fatalf("runc exec: %v: %s", err, out)
 		}
 		root := h.waitFor("session root in the container", func(e Event) bool { return inCtr(e) && execWithArg(tok)(e) })
-		if root.AuditID != id || root.Source != SourceEnv || root.PodUID != c.PodUID {
+		if root.AuditID != id || root.Source != vocab.SourceEnv || root.PodUID != c.PodUID {
 			t.Errorf("root: auditID %q source %q pod %q, want %s env %s", root.AuditID, root.Source, root.PodUID, id, c.PodUID)
 		}
-		noFlags(t, root, FlagRootUnverified) // runc, outside the container, is the parent
+		noFlags(t, root, vocab.FlagRootUnverified) // runc, outside the container, is the parent
 		ls := h.waitFor("ls in the container", func(e Event) bool { return inCtr(e) && e.PPID == root.PID })
-		if ls.AuditID != id || ls.Source != SourceInherited || ls.ContainerID != c.ID {
+		if ls.AuditID != id || ls.Source != vocab.SourceInherited || ls.ContainerID != c.ID {
 			t.Errorf("child: auditID %q source %q container %q", ls.AuditID, ls.Source, ls.ContainerID)
 		}
 		exit := h.waitFor("ls's exit", func(e Event) bool { return e.Kind == KindExit && e.ProcessID == ls.ProcessID })
@@ -53,7 +54,7 @@ func TestKernelRuncContainer(t *testing.T) {
 		if ev.AuditID != id || !ev.ExecOrigin.Verified() {
 			t.Errorf("auditID %q origin %q, want %s exec'd by the runtime", ev.AuditID, ev.ExecOrigin, id)
 		}
-		noFlags(t, ev, FlagRootUnverified)
+		noFlags(t, ev, vocab.FlagRootUnverified)
 	})
 
 	t.Run("overlapping sessions keep distinct IDs", func(t *testing.T) {
@@ -98,6 +99,6 @@ func TestKernelRuncContainer(t *testing.T) {
 		if ev.AuditID != forged {
 			t.Errorf("forged root auditID %q, want %s recorded as claimed", ev.AuditID, forged)
 		}
-		wantFlags(t, ev, FlagRootUnverified)
+		wantFlags(t, ev, vocab.FlagRootUnverified)
 	})
 }

@@ -1,0 +1,98 @@
+// Package vocab holds the names that the kernel probe, the joiner, the
+// stores, the alert rules and the API share: flags, attribution and source
+// values, and the environment keys. It is a leaf: it imports nothing, so
+// every package can spell a name the same way without importing another's
+// implementation.
+package vocab
+
+// Environment keys the probe captures by default.
+const (
+	// AuditIDKey is the key kube-apiserver injects under KEP-6035.
+	AuditIDKey = "KUBERNETES_EXEC_AUDIT_ID"
+	// SPOKey is the key the Security Profiles Operator's exec webhook injects.
+	SPOKey = "SPO_EXEC_REQUEST_UID"
+)
+
+// PlaceholderID is the value KEP-6035 injects when the apiserver had no ID.
+const PlaceholderID = "unknown"
+
+// Attribution says how a process was tied to an exec session.
+type Attribution string
+
+const (
+	// AttributionNone: not attributed (pending, flagged, or not an exec session).
+	AttributionNone Attribution = ""
+	// AttributionAuditID: a verified session root carrying the session's ID.
+	AttributionAuditID Attribution = "audit_id"
+	// AttributionInherited: a descendant whose ID the kernel carried through fork.
+	AttributionInherited Attribution = "inherited"
+	// AttributionHeuristic: an ID-less exec root matched by pod, time and argv.
+	AttributionHeuristic Attribution = "heuristic"
+	// AttributionAmbiguous: several sessions fit; see the candidates.
+	AttributionAmbiguous Attribution = "ambiguous"
+)
+
+// Counted reports whether a process with this attribution belongs to its
+// session (and counts in it).
+func (a Attribution) Counted() bool {
+	return a == AttributionAuditID || a == AttributionInherited || a == AttributionHeuristic
+}
+
+// Source says where the kernel found an ID.
+type Source string
+
+const (
+	SourceNone      Source = ""
+	SourceEnv       Source = "env"       // the session root's own environment
+	SourceInherited Source = "inherited" // carried through fork by the kernel
+	SourceProcfs    Source = "procfs"    // bootstrapped from /proc/<pid>/environ
+)
+
+// Capture flags: what the kernel saw about a key or an event.
+const (
+	FlagEnvMismatch    = "env_mismatch"
+	FlagEnvRemoved     = "env_removed"
+	FlagRootUnverified = "root_unverified"
+	// FlagRootIndirect: the root's key was set by the first program the
+	// runtime exec'd (SPO's env prefix), not by the runtime itself.
+	FlagRootIndirect  = "root_indirect"
+	FlagDuplicateKey  = "duplicate_key"
+	FlagPlaceholder   = "placeholder"
+	FlagNonstandardID = "nonstandard_id"
+	FlagIDTruncated   = "id_truncated"
+	FlagScanTruncated = "scan_truncated"
+	FlagArgvTruncated = "argv_truncated"
+	FlagScanError     = "scan_error"
+	FlagStaleLineage  = "stale_lineage"
+	FlagLineageFull   = "lineage_full"
+)
+
+// Join flags: what the joiner concluded about a process or a session.
+const (
+	// FlagPodMismatch: the record names another namespace, pod or container
+	// (an ID replayed elsewhere), or the ID ran in more than one container.
+	FlagPodMismatch = "pod_mismatch"
+	// FlagDeniedExec: the record was refused (401/403 or decision forbid), yet
+	// processes carry its ID.
+	FlagDeniedExec = "denied_exec"
+	// FlagFailedExec: the record failed with another 4xx/5xx code, yet
+	// processes carry its ID.
+	FlagFailedExec = "failed_exec"
+	// FlagNoAuditRecord: the ID was still unmatched after the pending TTL.
+	FlagNoAuditRecord = "no_audit_record"
+)
+
+// Audit record flags: what the parser saw in the audit log.
+const (
+	// FlagAuditIDConflict: another, different request used the same auditID
+	// (a client-supplied Audit-ID header, or aggregated apiservers).
+	FlagAuditIDConflict = "audit_id_conflict"
+	// FlagMissingAuditID: the event had no auditID.
+	FlagMissingAuditID = "missing_audit_id"
+	// FlagURIDecodeError: a query parameter was not valid percent-encoding; the
+	// raw text was kept.
+	FlagURIDecodeError = "uri_decode_error"
+	// FlagLegacyFormat: read from the legacy text format, which lacks
+	// annotations, uid, extra and the stage timestamp.
+	FlagLegacyFormat = "legacy_format"
+)
