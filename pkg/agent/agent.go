@@ -270,10 +270,10 @@ func (a *Agent) handleProcess(ctx context.Context, ev *capture.Event) {
 			}
 			a.labels.set(&info)
 		}
-		a.emit(ctx, now, a.joiner.AddProcess(now, toJoinProcess(*ev, info)))
+		a.emit(ctx, now, a.joiner.AddProcess(now, join.ProcessOf(ev, info.Namespace, info.Pod, info.Container, info.PodUID)))
 	case capture.KindExit:
 		a.events.WithLabelValues("exit").Inc()
-		a.emit(ctx, now, a.joiner.AddExit(now, toJoinExit(*ev)))
+		a.emit(ctx, now, a.joiner.AddExit(now, join.ExitOf(ev)))
 	}
 }
 
@@ -326,10 +326,10 @@ func (a *Agent) emit(ctx context.Context, since time.Time, ups []join.Update) {
 	var b store.Batch
 	for _, u := range ups {
 		if u.Session != nil {
-			b.Sessions = append(b.Sessions, toStoreSession(u.Session))
+			b.Sessions = append(b.Sessions, *u.Session)
 		}
 		if u.Process != nil {
-			b.Processes = append(b.Processes, toStoreProcess(u.Process))
+			b.Processes = append(b.Processes, *u.Process)
 		}
 	}
 	b.Alerts = a.evaluate(&b, since)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/execid/correlator/pkg/alert"
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 )
 
@@ -42,7 +43,7 @@ func (a *Agent) evaluate(b *store.Batch, now time.Time) []store.Alert {
 		return nil
 	}
 	var out []store.Alert
-	byID := make(map[string]*store.Session, len(b.Sessions))
+	byID := make(map[string]*join.Session, len(b.Sessions))
 	for i := range b.Sessions {
 		s := &b.Sessions[i]
 		byID[s.AuditID] = s
@@ -68,7 +69,7 @@ func (a *Agent) evaluate(b *store.Batch, now time.Time) []store.Alert {
 
 // sessionOf returns session id from the batch's sessions (byID), else as
 // the joiner holds it (remembered in byID), else nil.
-func (a *Agent) sessionOf(byID map[string]*store.Session, id string) *store.Session {
+func (a *Agent) sessionOf(byID map[string]*join.Session, id string) *join.Session {
 	if s, ok := byID[id]; ok {
 		return s
 	}
@@ -76,9 +77,8 @@ func (a *Agent) sessionOf(byID map[string]*store.Session, id string) *store.Sess
 	if !ok {
 		return nil
 	}
-	s := toStoreSession(&js)
-	byID[id] = &s
-	return &s
+	byID[id] = &js
+	return &js
 }
 
 // deliver hands alerts to the outlet; a failure is logged and counted, the

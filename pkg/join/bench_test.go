@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // BenchmarkJoin pushes exec events through AddProcess with their records
@@ -21,9 +23,9 @@ func BenchmarkJoin(b *testing.B) {
 	procs := make([]Process, 4096)
 	for i := range procs {
 		s := i / 8
-		p := pr(fmt.Sprintf("p%d", i), fmt.Sprintf("p%d", i-1), ids[s%sessions], SourceInherited)
+		p := pr(fmt.Sprintf("p%d", i), fmt.Sprintf("p%d", i-1), ids[s%sessions], vocab.SourceInherited)
 		if i%8 == 0 {
-			p.ParentProcessID, p.Source = "runc", SourceEnv
+			p.ParentProcessID, p.Captured.Source = "runc", vocab.SourceEnv
 		}
 		procs[i] = p
 	}
@@ -60,7 +62,7 @@ func BenchmarkJoinHeuristic(b *testing.B) {
 		p := with(pr(fmt.Sprintf("h%d", i), "runc", "", ""), argv("sh", "-c", fmt.Sprint(i%20)))
 		p.Start = t0.Add(time.Duration(i%20) * time.Second)
 		us := j.AddProcess(t0, p)
-		if len(us) == 0 || (us[0].Process != nil && us[0].Process.Attribution == AttributionNone) {
+		if len(us) == 0 || (us[0].Process != nil && us[0].Process.Attribution == vocab.AttributionNone) {
 			b.Fatal("not attributed")
 		}
 	}
@@ -82,20 +84,20 @@ func BenchmarkJoinLatency(b *testing.B) {
 				var start time.Time
 				var us []Update
 				if side == "record-last" {
-					j.AddProcess(t0, pr(root, "runc", id, SourceEnv))
+					j.AddProcess(t0, pr(root, "runc", id, vocab.SourceEnv))
 					for k := range 3 {
-						j.AddProcess(t0, pr(fmt.Sprintf("%s-%d", root, k), root, id, SourceInherited))
+						j.AddProcess(t0, pr(fmt.Sprintf("%s-%d", root, k), root, id, vocab.SourceInherited))
 					}
 					start = time.Now()
 					us = j.AddRecord(t0, xr(id))
 				} else {
 					j.AddRecord(t0, xr(id))
 					start = time.Now()
-					us = j.AddProcess(t0, pr(root, "runc", id, SourceEnv))
+					us = j.AddProcess(t0, pr(root, "runc", id, vocab.SourceEnv))
 				}
 				lat = append(lat, time.Since(start))
 				if !slices.ContainsFunc(us, func(u Update) bool {
-					return u.Process != nil && u.Process.Attribution == AttributionAuditID
+					return u.Process != nil && u.Process.Attribution == vocab.AttributionAuditID
 				}) {
 					b.Fatal("no attributed update")
 				}

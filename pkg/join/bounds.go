@@ -90,11 +90,11 @@ func procBytes(p *proc) int {
 	in := &p.in
 	n := procFixedBytes
 	for _, s := range []string{in.ProcessID, in.ParentProcessID, in.Filename, in.ContainerID, in.PodUID,
-		in.Namespace, in.Pod, in.Container, in.AuditID, in.ClaimedAuditID, in.Source, in.SessionRootID,
-		in.SPO.Value, in.SPO.Claimed, in.SPO.Source} {
+		in.Namespace, in.Pod, in.Container, in.Captured.Value, in.Captured.Claimed, string(in.Captured.Source), in.SessionRootID,
+		in.SPO.Value, in.SPO.Claimed, string(in.SPO.Source)} {
 		n += len(s)
 	}
-	n += listBytes(in.Argv) + listBytes(in.Flags) + listBytes(in.SPO.Flags)
+	n += listBytes(in.Argv) + listBytes(in.Captured.Flags) + listBytes(in.SPO.Flags)
 	for i, im := range p.images {
 		if i == 0 {
 			n += sliceBytes + stringBytes*len(im) // its strings are the first exec's argv

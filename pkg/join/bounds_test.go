@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 func denied(r *auditlog.ExecRecord) {
@@ -37,7 +38,7 @@ func TestHeldBytesReturnToZero(t *testing.T) {
 			r.RequestURI += "&other" // a second request under the ID
 			j.AddRecord(t0, r)
 		}
-		j.AddProcess(t0, pr(fmt.Sprintf("p%d", i), "runc", id, SourceEnv))
+		j.AddProcess(t0, pr(fmt.Sprintf("p%d", i), "runc", id, vocab.SourceEnv))
 		j.AddExit(t0, Exit{ProcessID: fmt.Sprintf("p%d", i), Time: t0})
 	}
 	if st := j.Stats(); st.RecordBytes <= 0 || st.ProcessBytes <= 0 {
@@ -74,10 +75,10 @@ func TestDeniedFloodSparesAllowedRecords(t *testing.T) {
 	if s := snap.sessions["denied-0"]; s.Code != 403 {
 		t.Fatalf("a refused record shed later was still emitted first: %+v", s)
 	}
-	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, SourceEnv)))
-	checkWant(t, "r", snap.procs["r"], want{attr: AttributionAuditID, auditID: idA})
-	snap.apply(j.AddProcess(t0, pr("x", "runc", last, SourceEnv)))
-	checkWant(t, "x", snap.procs["x"], want{auditID: last, flags: []string{FlagDeniedExec}})
+	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, vocab.SourceEnv)))
+	checkWant(t, "r", snap.procs["r"], want{attr: vocab.AttributionAuditID, auditID: idA})
+	snap.apply(j.AddProcess(t0, pr("x", "runc", last, vocab.SourceEnv)))
+	checkWant(t, "x", snap.procs["x"], want{claimed: last, flags: []string{vocab.FlagDeniedExec}})
 }
 
 // TestRecordBytesBound: a flood of distinct records stays within
@@ -88,7 +89,7 @@ func TestRecordBytesBound(t *testing.T) {
 	j := newJoiner(t, func(c *Config) { c.MaxRecordBytes = limit })
 	snap := newSnapshot()
 	snap.apply(j.AddRecord(t0, xr(idA)))
-	snap.apply(j.AddProcess(t0, pr("live", "runc", idA, SourceEnv)))
+	snap.apply(j.AddProcess(t0, pr("live", "runc", idA, vocab.SourceEnv)))
 	for i := range 2000 {
 		r := xr(fmt.Sprintf("flood-%d", i), "sh", "-c", strings.Repeat("y", i%300))
 		snap.apply(j.AddRecord(t0, r))
@@ -100,10 +101,10 @@ func TestRecordBytesBound(t *testing.T) {
 	if st.EvictedRecords == 0 || st.Records >= 2000 {
 		t.Fatalf("nothing shed: %+v", st)
 	}
-	snap.apply(j.AddProcess(t0, pr("child", "live", idA, SourceInherited)))
-	checkWant(t, "child", snap.procs["child"], want{attr: AttributionInherited, auditID: idA})
-	snap.apply(j.AddProcess(t0, pr("new", "runc", "flood-1999", SourceEnv)))
-	checkWant(t, "new", snap.procs["new"], want{attr: AttributionAuditID, auditID: "flood-1999"})
+	snap.apply(j.AddProcess(t0, pr("child", "live", idA, vocab.SourceInherited)))
+	checkWant(t, "child", snap.procs["child"], want{attr: vocab.AttributionInherited, auditID: idA})
+	snap.apply(j.AddProcess(t0, pr("new", "runc", "flood-1999", vocab.SourceEnv)))
+	checkWant(t, "new", snap.procs["new"], want{attr: vocab.AttributionAuditID, auditID: "flood-1999"})
 	if _, ok := j.Session("flood-0"); ok {
 		t.Fatal("the oldest idle record outlived the flood")
 	}
@@ -130,7 +131,7 @@ func TestProcessBytesBound(t *testing.T) {
 	const limit = 64 << 10
 	j := newJoiner(t, func(c *Config) { c.MaxProcessBytes = limit })
 	for i := range 500 {
-		p := pr(fmt.Sprintf("p%d", i), "runc", idA, SourceEnv)
+		p := pr(fmt.Sprintf("p%d", i), "runc", idA, vocab.SourceEnv)
 		p.Argv = []string{"sh", "-c", strings.Repeat("a", 512)}
 		j.AddProcess(t0, p)
 		if st := j.Stats(); st.ProcessBytes > limit {
@@ -157,8 +158,8 @@ func TestLateStageAfterMergerLoss(t *testing.T) {
 	snap := newSnapshot()
 	snap.apply(j.AddRecord(t0, r))
 	want := []string{auditlog.StageRequestReceived, auditlog.StageResponseStarted, auditlog.StageResponseComplete}
-	if s := snap.sessions[idA]; !slices.Equal(s.Stages, want) || s.End.IsZero() {
-		t.Fatalf("session stages %v end %v, want %v and the end", s.Stages, s.End, want)
+	if s := snap.sessions[idA]; !slices.Equal(s.Stages, want) || s.EndTimestamp.IsZero() {
+		t.Fatalf("session stages %v end %v, want %v and the end", s.Stages, s.EndTimestamp, want)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/vocab"
 	"github.com/rs/zerolog"
 )
 
@@ -34,13 +36,13 @@ func newJoiner(tb testing.TB, mods ...func(*Config)) *Joiner {
 }
 
 // pr builds a process in ns/web, container app, started 1 s after t0.
-func pr(id, parent, auditID, source string, flags ...string) Process {
-	return Process{
-		ProcessID: id, ParentProcessID: parent, PID: 100, PPID: 99,
-		Start: t0.Add(time.Second), ExecTime: t0.Add(time.Second),
+func pr(id, parent, auditID string, source vocab.Source, flags ...string) Process {
+	return Process{Exec: capture.Exec{ProcessID: id, ParentProcessID: parent, PID: 100, PPID: 99,
+
 		Filename: "/bin/sh", Argv: []string{"sh"},
-		ContainerID: "ctr-app", PodUID: "uid-web", Namespace: "ns", Pod: "web", Container: "app",
-		AuditID: auditID, Source: source, Flags: flags,
+		ContainerID: "ctr-app", PodUID: "uid-web"}, Captured: capture.KeyValue{Value: auditID, Source: source, Flags: flags}, Start: t0.Add(time.Second), ExecTime: t0.Add(time.Second),
+
+		Namespace: "ns", Pod: "web", Container: "app",
 	}
 }
 
@@ -62,12 +64,12 @@ func xr(id string, command ...string) auditlog.ExecRecord {
 
 // snapshot folds a stream of updates into the last state of every row.
 type snapshot struct {
-	procs    map[string]AttributedProcess
+	procs    map[string]Process
 	sessions map[string]Session
 }
 
 func newSnapshot() *snapshot {
-	return &snapshot{procs: map[string]AttributedProcess{}, sessions: map[string]Session{}}
+	return &snapshot{procs: map[string]Process{}, sessions: map[string]Session{}}
 }
 
 func (s *snapshot) apply(us []Update) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // Argv scores: how well a process image matches an audit command=.
@@ -89,11 +90,11 @@ func (j *Joiner) heuristic(p *proc, r *result) {
 		if beaten {
 			conf *= beatenPenalty
 		}
-		r.attr, r.auditID = AttributionHeuristic, cands[0].auditID
+		r.attr, r.auditID = vocab.AttributionHeuristic, cands[0].auditID
 		r.confidence = math.Round(min(conf, maxConfidence)*1000) / 1000
 		return
 	}
-	r.attr = AttributionAmbiguous
+	r.attr = vocab.AttributionAmbiguous
 	for _, c := range cands {
 		r.candidates = append(r.candidates, c.auditID)
 	}
@@ -179,7 +180,7 @@ func argvMatch(argv, command []string, truncated bool) float64 {
 // stripSPOPrefix undoes the SPO exec webhook's rewrite of command to
 // `env SPO_EXEC_REQUEST_UID=<uid> <command...>`.
 func stripSPOPrefix(argv []string) []string {
-	if len(argv) >= 2 && path.Base(argv[0]) == "env" && strings.HasPrefix(argv[1], SPOKey+"=") {
+	if len(argv) >= 2 && path.Base(argv[0]) == "env" && strings.HasPrefix(argv[1], vocab.SPOKey+"=") {
 		return argv[2:]
 	}
 	return argv

@@ -2,6 +2,8 @@ package join
 
 import (
 	"time"
+
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // idState indexes the processes carrying one captured audit ID.
@@ -83,7 +85,7 @@ func (j *Joiner) unindex(p *proc) {
 
 // isAnchor: a verified session root, the kernel's word for the container.
 func isAnchor(p *proc) bool {
-	return p.in.Source == SourceEnv && p.in.ContainerID != "" && !p.hasFlag(FlagRootUnverified)
+	return p.in.Captured.Source == vocab.SourceEnv && p.in.ContainerID != "" && !p.hasFlag(vocab.FlagRootUnverified)
 }
 
 // bump adjusts a count and reports whether the key set changed.
@@ -182,7 +184,7 @@ func (j *Joiner) live(rs *recSet) bool {
 	return false
 }
 
-// removeProc forgets a process; its session keeps counting it.
+// removeProc forgets a process; the store still counts it in its session.
 func (j *Joiner) removeProc(p *proc) {
 	id := p.in.ProcessID
 	j.unindex(p)
@@ -191,7 +193,7 @@ func (j *Joiner) removeProc(p *proc) {
 	}
 	if p.res.counted() {
 		if rs := j.recs[p.res.auditID]; rs != nil {
-			rs.retire(id)
+			delete(rs.members, id)
 		}
 	}
 	// The session keeps its claim: a verified root that left memory still

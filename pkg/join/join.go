@@ -233,10 +233,10 @@ func (j *Joiner) Stats() Stats {
 }
 
 // Process returns the current state of one process, if held.
-func (j *Joiner) Process(processID string) (AttributedProcess, bool) {
+func (j *Joiner) Process(processID string) (Process, bool) {
 	p := j.procs[processID]
 	if p == nil {
-		return AttributedProcess{}, false
+		return Process{}, false
 	}
 	return p.output(), true
 }

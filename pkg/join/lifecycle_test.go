@@ -10,14 +10,16 @@ import (
 	"time"
 
 	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 func TestLateRecordAttributesStoredProcesses(t *testing.T) {
 	j := newJoiner(t)
 	snap := newSnapshot()
-	snap.apply(j.AddProcess(t0.Add(time.Second), pr("r", "runc", idA, SourceEnv)))
-	snap.apply(j.AddProcess(t0.Add(2*time.Second), pr("c", "r", idA, SourceInherited)))
-	if got := snap.procs["r"]; got.Attribution != AttributionNone || got.AuditID != idA {
+	snap.apply(j.AddProcess(t0.Add(time.Second), pr("r", "runc", idA, vocab.SourceEnv)))
+	snap.apply(j.AddProcess(t0.Add(2*time.Second), pr("c", "r", idA, vocab.SourceInherited)))
+	if got := snap.procs["r"]; got.Attribution != vocab.AttributionNone || got.AuditID != "" || got.ClaimedAuditID != idA {
 		t.Fatalf("before the record: %+v", got)
 	}
 	if s := j.Stats(); s.Pending != 2 {
@@ -32,10 +34,10 @@ func TestLateRecordAttributesStoredProcesses(t *testing.T) {
 	if len(us) != 3 {
 		t.Fatalf("late record: %d updates, want 2 processes and 1 session", len(us))
 	}
-	checkWant(t, "r", snap.procs["r"], want{attr: AttributionAuditID, auditID: idA})
-	checkWant(t, "c", snap.procs["c"], want{attr: AttributionInherited, auditID: idA})
+	checkWant(t, "r", snap.procs["r"], want{attr: vocab.AttributionAuditID, auditID: idA})
+	checkWant(t, "c", snap.procs["c"], want{attr: vocab.AttributionInherited, auditID: idA})
 	s := snap.sessions[idA]
-	if s.User.Username != "alice" || s.ProcessCount != 2 || !s.FirstProcess.Equal(t0.Add(time.Second)) {
+	if s.User.Username != "alice" {
 		t.Fatalf("session: %+v", s)
 	}
 	if st := j.Stats(); st.Pending != 0 {
@@ -46,15 +48,15 @@ func TestLateRecordAttributesStoredProcesses(t *testing.T) {
 func TestTTLThenLateRecord(t *testing.T) {
 	j := newJoiner(t)
 	snap := newSnapshot()
-	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, SourceEnv)))
+	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, vocab.SourceEnv)))
 	snap.apply(j.Expire(t0.Add(DefaultPendingTTL)))
-	checkWant(t, "r", snap.procs["r"], want{auditID: idA, flags: []string{FlagNoAuditRecord}})
+	checkWant(t, "r", snap.procs["r"], want{claimed: idA, flags: []string{vocab.FlagNoAuditRecord}})
 	if st := j.Stats(); st.Expired != 1 || st.Pending != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 	// The process is still held: a record arriving even later corrects it.
 	snap.apply(j.AddRecord(t0.Add(7*time.Minute), xr(idA)))
-	checkWant(t, "r", snap.procs["r"], want{attr: AttributionAuditID, auditID: idA})
+	checkWant(t, "r", snap.procs["r"], want{attr: vocab.AttributionAuditID, auditID: idA})
 }
 
 func TestDeniedExecReplayed(t *testing.T) {
@@ -63,14 +65,14 @@ func TestDeniedExecReplayed(t *testing.T) {
 	rec := xr(idA)
 	rec.Stages, rec.Code, rec.EndTimestamp = []string{auditlog.StageRequestReceived}, 0, time.Time{}
 	snap.apply(j.AddRecord(t0, rec))
-	snap.apply(j.AddProcess(t0.Add(time.Second), pr("r", "runc", idA, SourceEnv)))
-	checkWant(t, "r", snap.procs["r"], want{attr: AttributionAuditID, auditID: idA})
+	snap.apply(j.AddProcess(t0.Add(time.Second), pr("r", "runc", idA, vocab.SourceEnv)))
+	checkWant(t, "r", snap.procs["r"], want{attr: vocab.AttributionAuditID, auditID: idA})
 	// The ResponseComplete stage says 403: whoever carries the ID replayed it.
 	rec.Stages, rec.Code, rec.EndTimestamp = []string{auditlog.StageRequestReceived, auditlog.StageResponseComplete}, 403, t0
 	snap.apply(j.AddRecord(t0.Add(2*time.Second), rec))
-	checkWant(t, "r", snap.procs["r"], want{auditID: idA, flags: []string{FlagDeniedExec}})
-	snap.apply(j.AddProcess(t0.Add(3*time.Second), pr("x", "r", idA, SourceInherited)))
-	checkWant(t, "x", snap.procs["x"], want{auditID: idA, flags: []string{FlagDeniedExec}})
+	checkWant(t, "r", snap.procs["r"], want{claimed: idA, flags: []string{vocab.FlagDeniedExec}})
+	snap.apply(j.AddProcess(t0.Add(3*time.Second), pr("x", "r", idA, vocab.SourceInherited)))
+	checkWant(t, "x", snap.procs["x"], want{claimed: idA, flags: []string{vocab.FlagDeniedExec}})
 	if s := snap.sessions[idA]; s.Code != 403 || s.ProcessCount != 0 {
 		t.Fatalf("session %+v", s)
 	}
@@ -88,7 +90,7 @@ func TestEvictionCounting(t *testing.T) {
 		snap.apply(j.AddRecord(t0, xr(fmt.Sprintf("rec-%d", i))))
 	}
 	for i := range 6 {
-		snap.apply(j.AddProcess(t0, pr(fmt.Sprintf("p%d", i), "runc", fmt.Sprintf("orphan-%d", i), SourceEnv)))
+		snap.apply(j.AddProcess(t0, pr(fmt.Sprintf("p%d", i), "runc", fmt.Sprintf("orphan-%d", i), vocab.SourceEnv)))
 	}
 	for i := range 3 {
 		snap.apply(j.AddExit(t0, Exit{ProcessID: fmt.Sprintf("never-%d", i), Time: t0}))
@@ -107,17 +109,17 @@ func TestEvictionCounting(t *testing.T) {
 		t.Errorf("exits: evicted %d, want 1", st.EvictedExits)
 	}
 	// Pushed out of the pending set early: flagged like a TTL expiry.
-	checkWant(t, "p0", snap.procs["p0"], want{auditID: "orphan-0", flags: []string{FlagNoAuditRecord}})
-	checkWant(t, "p5", snap.procs["p5"], want{auditID: "orphan-5"})
+	checkWant(t, "p0", snap.procs["p0"], want{claimed: "orphan-0", flags: []string{vocab.FlagNoAuditRecord}})
+	checkWant(t, "p5", snap.procs["p5"], want{claimed: "orphan-5"})
 }
 
 func TestExpireForgetsExitedProcessesButKeepsCounts(t *testing.T) {
 	j := newJoiner(t)
 	snap := newSnapshot()
 	snap.apply(j.AddRecord(t0, xr(idA)))
-	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, SourceEnv)))
+	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, vocab.SourceEnv)))
 	snap.apply(j.AddExit(t0, Exit{ProcessID: "c", Time: t0.Add(2 * time.Second), Code: 1})) // before its exec
-	snap.apply(j.AddProcess(t0, pr("c", "r", idA, SourceInherited)))
+	snap.apply(j.AddProcess(t0, pr("c", "r", idA, vocab.SourceInherited)))
 	snap.apply(j.AddExit(t0, Exit{ProcessID: "r", Time: t0.Add(3 * time.Second)}))
 	if c := snap.procs["c"]; c.ExitCode == nil || *c.ExitCode != 1 || !c.Exit.Equal(t0.Add(2*time.Second)) {
 		t.Fatalf("early exit not applied: %+v", c)
@@ -130,9 +132,6 @@ func TestExpireForgetsExitedProcessesButKeepsCounts(t *testing.T) {
 	if s, ok := j.Session(idA); ok {
 		t.Fatalf("idle session still held: %+v", s)
 	}
-	if s := snap.sessions[idA]; s.ProcessCount != 2 {
-		t.Fatalf("session count %d, want 2", s.ProcessCount)
-	}
 }
 
 func TestReExecUnderSPOWebhook(t *testing.T) {
@@ -141,16 +140,16 @@ func TestReExecUnderSPOWebhook(t *testing.T) {
 	j := newJoiner(t)
 	snap := newSnapshot()
 	rec := xr(idA, "ls")
-	rec.Annotations = map[string]string{"execmetadata.spo.io/" + SPOKey: "spo-1"}
-	first := with(pr("r", "runc", "", ""), argv("env", SPOKey+"=spo-1", "ls"))
+	rec.Annotations = map[string]string{"execmetadata.spo.io/" + vocab.SPOKey: "spo-1"}
+	first := with(pr("r", "runc", "", ""), argv("env", vocab.SPOKey+"=spo-1", "ls"))
 	second := with(first, func(p *Process) {
-		p.Argv, p.ExecTime, p.SPO = []string{"ls"}, p.ExecTime.Add(time.Millisecond), KeyValue{Value: "spo-1", Source: SourceEnv}
+		p.Argv, p.ExecTime, p.SPO = []string{"ls"}, p.ExecTime.Add(time.Millisecond), capture.KeyValue{Value: "spo-1", Source: vocab.SourceEnv}
 	})
 	snap.apply(j.AddProcess(t0, first))
 	snap.apply(j.AddRecord(t0, rec))
-	checkWant(t, "r", snap.procs["r"], want{attr: AttributionHeuristic, auditID: idA, minConf: 0.8})
+	checkWant(t, "r", snap.procs["r"], want{attr: vocab.AttributionHeuristic, auditID: idA, minConf: 0.8})
 	snap.apply(j.AddProcess(t0, second))
-	checkWant(t, "r", snap.procs["r"], want{attr: AttributionAuditID, auditID: idA})
+	checkWant(t, "r", snap.procs["r"], want{attr: vocab.AttributionAuditID, auditID: idA})
 	if got := snap.procs["r"]; !slices.Equal(got.Argv, []string{"ls"}) || got.SPOExecRequestUID != "spo-1" {
 		t.Fatalf("re-exec kept %+v", got)
 	}
@@ -160,12 +159,12 @@ func TestOutputJSON(t *testing.T) {
 	j := newJoiner(t)
 	snap := newSnapshot()
 	snap.apply(j.AddRecord(t0, xr(idA)))
-	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, SourceEnv)))
+	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, vocab.SourceEnv)))
 	b, err := json.Marshal(Update{Process: new(snap.procs["r"])})
 	if err != nil {
 		t.Fatalf("encoding process: %v", err)
 	}
-	for _, k := range []string{`"processID":"r"`, `"attribution":"audit_id"`, `"auditID":"` + idA, `"flags":[]`, `"capturedAuditID"`} {
+	for _, k := range []string{`"processID":"r"`, `"attribution":"audit_id"`, `"auditID":"` + idA, `"flags":[]`, `"source":"env"`} {
 		if !strings.Contains(string(b), k) {
 			t.Errorf("process JSON lacks %s: %s", k, b)
 		}
@@ -174,7 +173,7 @@ func TestOutputJSON(t *testing.T) {
 	if err != nil {
 		t.Fatalf("encoding session: %v", err)
 	}
-	for _, k := range []string{`"user":{"username":"alice","groups":["dev"]}`, `"processCount":1`, `"requestReceived"`, `"stages":[`} {
+	for _, k := range []string{`"user":{"username":"alice","groups":["dev"]}`, `"requestReceivedTimestamp"`, `"stages":[`} {
 		if !strings.Contains(string(b), k) {
 			t.Errorf("session JSON lacks %s: %s", k, b)
 		}
@@ -213,7 +212,7 @@ func TestArgvScore(t *testing.T) {
 		{[]string{"ls"}, []string{"ls", "-la"}, "", false, scoreProgram},
 		{[]string{"busybox"}, []string{"ls"}, "/bin/ls", false, scoreFilename},
 		{[]string{"nginx"}, []string{"ls"}, "/usr/sbin/nginx", false, 0},
-		{[]string{"env", SPOKey + "=u", "id"}, []string{"id"}, "", false, scoreExact},
+		{[]string{"env", vocab.SPOKey + "=u", "id"}, []string{"id"}, "", false, scoreExact},
 		{[]string{"ls"}, nil, "", false, 0},
 	}
 	for _, tc := range cases {
@@ -227,8 +226,8 @@ func TestChildKeepsInheritanceAfterParentLeaves(t *testing.T) {
 	j := newJoiner(t)
 	snap := newSnapshot()
 	snap.apply(j.AddRecord(t0, xr(idA)))
-	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, SourceEnv)))
-	snap.apply(j.AddProcess(t0, pr("u", "r", idA, SourceEnv, FlagRootUnverified)))
+	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, vocab.SourceEnv)))
+	snap.apply(j.AddProcess(t0, pr("u", "r", idA, vocab.SourceEnv, vocab.FlagRootUnverified)))
 	snap.apply(j.AddProcess(t0, pr("c", "r", "", "", "lineage_full")))
 	snap.apply(j.AddExit(t0, Exit{ProcessID: "r", Time: t0.Add(time.Second)}))
 	snap.apply(j.Expire(t0.Add(time.Hour)))
@@ -242,18 +241,18 @@ func TestChildKeepsInheritanceAfterParentLeaves(t *testing.T) {
 	rec.Annotations = map[string]string{"note": "later stage"}
 	rec.Stages = append(rec.Stages, auditlog.StagePanic)
 	snap.apply(j.AddRecord(t0.Add(time.Hour), rec))
-	checkWant(t, "c", snap.procs["c"], want{attr: AttributionInherited, auditID: idA, flags: []string{"lineage_full"}})
-	checkWant(t, "u", snap.procs["u"], want{attr: AttributionInherited, auditID: idA, flags: []string{FlagRootUnverified}})
+	checkWant(t, "c", snap.procs["c"], want{attr: vocab.AttributionInherited, auditID: idA, flags: []string{"lineage_full"}})
+	checkWant(t, "u", snap.procs["u"], want{attr: vocab.AttributionInherited, auditID: idA, flags: []string{vocab.FlagRootUnverified}})
 }
 
 func TestQueuesStayBounded(t *testing.T) {
 	j := newJoiner(t)
-	j.AddProcess(t0, pr("long-lived", "runc", idA, SourceEnv)) // heads every queue
+	j.AddProcess(t0, pr("long-lived", "runc", idA, vocab.SourceEnv)) // heads every queue
 	for i := range 20_000 {
 		now := t0.Add(time.Duration(i) * time.Second)
 		id := fmt.Sprint("p", i)
 		j.AddRecord(now, xr(id))
-		j.AddProcess(now, pr(id, "runc", id, SourceEnv))
+		j.AddProcess(now, pr(id, "runc", id, vocab.SourceEnv))
 		j.AddExit(now, Exit{ProcessID: id, Time: now})
 		if i%100 == 0 {
 			j.Expire(now)
@@ -275,10 +274,10 @@ func TestQueuesStayBounded(t *testing.T) {
 func TestShortSessionFlaggedBeforeForgotten(t *testing.T) {
 	j := newJoiner(t)
 	snap := newSnapshot()
-	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, SourceEnv)))
+	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, vocab.SourceEnv)))
 	snap.apply(j.AddExit(t0.Add(2*time.Second), Exit{ProcessID: "r", Time: t0.Add(2 * time.Second)}))
 	snap.apply(j.Expire(t0.Add(DefaultPendingTTL + time.Minute)))
-	checkWant(t, "r", snap.procs["r"], want{auditID: idA, flags: []string{FlagNoAuditRecord}})
+	checkWant(t, "r", snap.procs["r"], want{claimed: idA, flags: []string{vocab.FlagNoAuditRecord}})
 	if st := j.Stats(); st.Processes != 0 {
 		t.Fatalf("stats %+v: the exited process should be forgotten", st)
 	}
@@ -290,9 +289,9 @@ func TestShortSessionFlaggedBeforeForgotten(t *testing.T) {
 // the kernel could not verify as a root gains nothing from the same move
 // (the control), and neither does a child that re-execs.
 func TestRootExecsInPlace(t *testing.T) {
-	root := pr("r", "runc", idA, SourceEnv)
+	root := pr("r", "runc", idA, vocab.SourceEnv)
 	again := with(with(root, argv("/bin/echo", "x")), func(p *Process) {
-		p.Source, p.ExecTime = SourceInherited, p.ExecTime.Add(time.Millisecond)
+		p.Captured.Source, p.ExecTime = vocab.SourceInherited, p.ExecTime.Add(time.Millisecond)
 	})
 	for name, order := range map[string][]Process{"root first": {root, again}, "re-exec first": {again, root}} {
 		j := newJoiner(t)
@@ -301,7 +300,7 @@ func TestRootExecsInPlace(t *testing.T) {
 		for _, p := range order {
 			snap.apply(j.AddProcess(t0, p))
 		}
-		checkWant(t, name, snap.procs["r"], want{attr: AttributionAuditID, auditID: idA})
+		checkWant(t, name, snap.procs["r"], want{attr: vocab.AttributionAuditID, auditID: idA})
 		if got := snap.procs["r"]; !slices.Equal(got.Argv, []string{"/bin/echo", "x"}) {
 			t.Errorf("%s: argv %q, want the later image", name, got.Argv)
 		}
@@ -311,13 +310,13 @@ func TestRootExecsInPlace(t *testing.T) {
 	j := newJoiner(t)
 	snap := newSnapshot()
 	snap.apply(j.AddRecord(t0, xr(idA)))
-	forged := pr("f", "runc", idA, SourceEnv, FlagRootUnverified)
+	forged := pr("f", "runc", idA, vocab.SourceEnv, vocab.FlagRootUnverified)
 	forgedAgain := with(with(forged, argv("/bin/echo", "x")), func(p *Process) {
-		p.Source, p.Flags, p.ExecTime = SourceInherited, nil, p.ExecTime.Add(time.Millisecond)
+		p.Captured.Source, p.Captured.Flags, p.ExecTime = vocab.SourceInherited, nil, p.ExecTime.Add(time.Millisecond)
 	})
 	snap.apply(j.AddProcess(t0, forged))
 	snap.apply(j.AddProcess(t0, forgedAgain))
-	if got := snap.procs["f"]; got.Attribution == AttributionAuditID {
+	if got := snap.procs["f"]; got.Attribution == vocab.AttributionAuditID {
 		t.Errorf("an unverified root became the session's root by re-executing: %+v", got)
 	}
 }

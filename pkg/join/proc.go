@@ -1,22 +1,24 @@
 package join
 
 import (
+	"cmp"
 	"slices"
 	"time"
+
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // proc is one process held by the joiner.
 type proc struct {
-	in       Process
-	images   [][]string // argv of every exec of this process, for scoring
-	added    time.Time  // arrival, for the pending TTL
-	seq      uint64
-	exit     time.Time
-	exitCode *int
-	res      result
-	expired  bool // the pending TTL ran out
-	rootPod  string
-	size     int // estimated heap, for MaxProcessBytes
+	in      Process
+	images  [][]string // argv of every exec of this process, for scoring
+	added   time.Time  // arrival, for the pending TTL
+	seq     uint64
+	res     result
+	expired bool // the pending TTL ran out
+	rootPod string
+	size    int // estimated heap, for MaxProcessBytes
 	// parent is the parent as last seen, so a child keeps what it inherited
 	// after the parent leaves memory.
 	parent *parentView
@@ -29,7 +31,7 @@ type parentView struct {
 
 // result is what resolve decides for a process.
 type result struct {
-	attr       Attribution
+	attr       vocab.Attribution
 	auditID    string
 	confidence float64
 	candidates []string
@@ -44,13 +46,7 @@ func (r *result) equal(o *result) bool {
 }
 
 // counted reports whether the result adds the process to its session.
-func (r *result) counted() bool {
-	switch r.attr {
-	case AttributionAuditID, AttributionInherited, AttributionHeuristic:
-		return true
-	}
-	return false
-}
+func (r *result) counted() bool { return r.attr.Counted() }
 
 func (r *result) flag(f string) {
 	if !slices.Contains(r.flags, f) {
@@ -61,7 +57,7 @@ func (r *result) flag(f string) {
 
 func cloneProcess(in Process) Process {
 	in.Argv = slices.Clone(in.Argv)
-	in.Flags = slices.Clone(in.Flags)
+	in.Captured.Flags = slices.Clone(in.Captured.Flags)
 	in.SPO.Flags = slices.Clone(in.SPO.Flags)
 	return in
 }
@@ -94,7 +90,7 @@ func (p *proc) merge(in Process) {
 		p.in = cloneProcess(in)
 	}
 	if root {
-		p.in.Source = SourceEnv
+		p.in.Captured.Source = vocab.SourceEnv
 	}
 	p.in.Start = start
 	// Every image is a candidate argv; keep them ordered for determinism.
@@ -104,8 +100,9 @@ func (p *proc) merge(in Process) {
 // sameRootID reports whether a was its process's session root (the ID from
 // the environment, no root flag against it) and b carries the same ID.
 func sameRootID(a, b *Process) bool {
-	return a.Source == SourceEnv && a.AuditID != "" && a.AuditID == b.AuditID &&
-		!slices.Contains(a.Flags, FlagRootUnverified) && !slices.Contains(a.Flags, FlagRootIndirect)
+	c := &a.Captured
+	return c.Source == vocab.SourceEnv && c.Value != "" && c.Value == b.Captured.Value &&
+		!slices.Contains(c.Flags, vocab.FlagRootUnverified) && !slices.Contains(c.Flags, vocab.FlagRootIndirect)
 }
 
 // lessProcess orders two execs with the same time by their content, so the
@@ -114,21 +111,20 @@ func lessProcess(a, b *Process) bool {
 	if c := slices.Compare(a.Argv, b.Argv); c != 0 {
 		return c < 0
 	}
-	return a.AuditID+a.SPO.Value < b.AuditID+b.SPO.Value
+	return a.Captured.Value+a.SPO.Value < b.Captured.Value+b.SPO.Value
 }
 
 // setExit records an exit once; it reports whether anything changed.
 func (p *proc) setExit(e Exit) bool {
-	if !p.exit.IsZero() {
+	if !p.in.Exit.IsZero() {
 		return false
 	}
-	p.exit = e.Time
 	code := e.Code
-	p.exitCode = &code
+	p.in.Exit, p.in.ExitCode = e.Time, &code
 	return true
 }
 
-func (p *proc) exited() bool { return !p.exit.IsZero() }
+func (p *proc) exited() bool { return !p.in.Exit.IsZero() }
 
 // startTime is the best known start of the process.
 func (p *proc) startTime() time.Time {
@@ -140,50 +136,52 @@ func (p *proc) startTime() time.Time {
 
 // captureFlags returns the capture flags of both keys, sorted and unique.
 func (p *proc) captureFlags() []string {
-	fl := slices.Concat(p.in.Flags, p.in.SPO.Flags)
+	fl := slices.Concat(p.in.Captured.Flags, p.in.SPO.Flags)
 	slices.Sort(fl)
 	return slices.Compact(fl)
 }
 
 // output renders the process with its attribution; it shares no memory with
-// the joiner.
-func (p *proc) output() AttributedProcess {
-	in := &p.in
-	flags := slices.Concat(p.captureFlags(), p.res.flags)
-	slices.Sort(flags)
-	flags = slices.Compact(flags)
-	if flags == nil {
-		flags = []string{}
+// the joiner. The claim rule lives here: a process that is not attributed
+// only claims the ID it carried (ClaimedAuditID) and names no session
+// (AuditID), which would put a forged root's commands under the victim's
+// user.
+func (p *proc) output() Process {
+	out := p.in
+	out.Argv = slices.Clone(p.in.Argv)
+	out.Captured, out.SPO = capture.KeyValue{}, capture.KeyValue{}
+	out.Source, out.SPOExecRequestUID = p.in.Captured.Source, p.in.SPO.Value
+	out.Attribution, out.AuditID, out.Confidence = p.res.attr, p.res.auditID, p.res.confidence
+	out.Candidates = slices.Clone(p.res.candidates)
+	out.ClaimedAuditID = p.in.Captured.Claimed
+	if out.Attribution == vocab.AttributionNone {
+		if claim := cmp.Or(p.in.Captured.Value, p.res.auditID); claim != "" {
+			out.ClaimedAuditID = claim
+		}
+		out.AuditID = ""
 	}
-	ap := AttributedProcess{
-		ProcessID: in.ProcessID, ParentProcessID: in.ParentProcessID,
-		PID: in.PID, PPID: in.PPID, UID: in.UID,
-		Start: in.Start, ExecTime: in.ExecTime,
-		Filename: in.Filename, Argv: slices.Clone(in.Argv), ArgvTruncated: in.ArgvTruncated,
-		ContainerID: in.ContainerID, PodUID: in.PodUID,
-		Namespace: in.Namespace, Pod: in.Pod, Container: in.Container,
-		CapturedAuditID: in.AuditID, ClaimedAuditID: in.ClaimedAuditID,
-		SPOExecRequestUID: in.SPO.Value, Source: in.Source, SessionRootID: in.SessionRootID,
-		Attribution: p.res.attr, AuditID: p.res.auditID, Confidence: p.res.confidence,
-		Candidates: slices.Clone(p.res.candidates), Flags: flags,
-		Exit: p.exit,
+	out.Flags = slices.Concat(p.captureFlags(), p.res.flags)
+	slices.Sort(out.Flags)
+	out.Flags = slices.Compact(out.Flags)
+	if out.Flags == nil {
+		out.Flags = []string{}
 	}
-	if p.exitCode != nil {
-		c := *p.exitCode
-		ap.ExitCode = &c
+	if p.in.ExitCode != nil {
+		c := *p.in.ExitCode
+		out.ExitCode = &c
 	}
-	return ap
+	return out
 }
 
 // hasFlag reports whether the audit ID key carries capture flag f.
-func (p *proc) hasFlag(f string) bool { return slices.Contains(p.in.Flags, f) }
+func (p *proc) hasFlag(f string) bool { return slices.Contains(p.in.Captured.Flags, f) }
 
 // auditKey is the captured audit ID if it can name a session.
 func (p *proc) auditKey() string {
-	if p.in.AuditID == "" || p.in.AuditID == PlaceholderID {
-		return ""
+	if id := p.in.Captured.Value; id != vocab.PlaceholderID {
+		return id
 	}
-	return p.in.AuditID
+	return ""
 }
 
 // podKey indexes records and exec roots by namespace and pod.

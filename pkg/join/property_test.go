@@ -5,12 +5,15 @@ import (
 	"math/rand"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // scenario is one generated node's worth of events, with what the rules say
@@ -60,35 +63,36 @@ func genScenario(rng *rand.Rand) scenario {
 				sc.events = append(sc.events, genEvents(id, other, pod, ctr, cmd, 101, rr, end, false, i, "&spoofed=1")...)
 			}
 		}
-		root := Process{
-			ProcessID: fmt.Sprintf("s%d-r", i), ParentProcessID: fmt.Sprintf("runc-%d", i),
-			Start: rr.Add(time.Duration(rng.Intn(1500)) * time.Millisecond),
-			Argv:  cmd, Filename: "/bin/" + cmd[0],
-			ContainerID: cid, PodUID: "uid-web", Namespace: "ns", Pod: "web", Container: ctr,
+		root := Process{Exec: capture.Exec{ProcessID: fmt.Sprintf("s%d-r", i), ParentProcessID: fmt.Sprintf("runc-%d", i),
+
+			Argv: cmd, Filename: "/bin/" + cmd[0],
+			ContainerID: cid, PodUID: "uid-web"}, Start: rr.Add(time.Duration(rng.Intn(1500)) * time.Millisecond),
+
+			Namespace: "ns", Pod: "web", Container: ctr,
 		}
-		setID := func(p *Process, source string) {
+		setID := func(p *Process, source vocab.Source) {
 			switch mode {
 			case "kep":
-				p.AuditID, p.Source = id, source
+				p.Captured.Value, p.Captured.Source = id, source
 			case "placeholder":
-				p.AuditID, p.Source, p.Flags = PlaceholderID, source, append(p.Flags, FlagPlaceholder)
+				p.Captured.Value, p.Captured.Source, p.Captured.Flags = vocab.PlaceholderID, source, append(p.Captured.Flags, vocab.FlagPlaceholder)
 			case "spo":
-				p.SPO = KeyValue{Value: fmt.Sprintf("spo-%d", i), Source: source}
+				p.SPO = capture.KeyValue{Value: fmt.Sprintf("spo-%d", i), Source: source}
 			}
 		}
-		setID(&root, SourceEnv)
+		setID(&root, vocab.SourceEnv)
 		tree := []Process{root}
 		for k := range rng.Intn(6) {
 			par := tree[rng.Intn(len(tree))]
-			c := Process{
-				ProcessID: fmt.Sprintf("s%d-c%d", i, k), ParentProcessID: par.ProcessID,
-				Start: par.Start.Add(time.Duration(1+rng.Intn(3000)) * time.Millisecond),
-				Argv:  genChild[rng.Intn(len(genChild))], ContainerID: cid, PodUID: "uid-web",
+			c := Process{Exec: capture.Exec{ProcessID: fmt.Sprintf("s%d-c%d", i, k), ParentProcessID: par.ProcessID,
+
+				Argv: genChild[rng.Intn(len(genChild))], ContainerID: cid, PodUID: "uid-web"}, Start: par.Start.Add(time.Duration(1+rng.Intn(3000)) * time.Millisecond),
+
 				Namespace: "ns", Pod: "web", Container: ctr,
 			}
-			setID(&c, SourceInherited)
+			setID(&c, vocab.SourceInherited)
 			if mode == "kep" && rng.Intn(8) == 0 {
-				c.Flags = append(c.Flags, []string{FlagEnvRemoved, FlagEnvMismatch}[rng.Intn(2)])
+				c.Captured.Flags = append(c.Captured.Flags, []string{vocab.FlagEnvRemoved, vocab.FlagEnvMismatch}[rng.Intn(2)])
 			}
 			tree = append(tree, c)
 		}
@@ -99,9 +103,9 @@ func genScenario(rng *rand.Rand) scenario {
 				sc.exits = append(sc.exits, Exit{ProcessID: p.ProcessID, Time: p.Start.Add(5 * time.Second), Code: rng.Intn(3)})
 			}
 			if mode == "kep" && delivered && !replayed && !conflict && code == 101 {
-				w := want{attr: AttributionInherited, auditID: id}
+				w := want{attr: vocab.AttributionInherited, auditID: id}
 				if p.ProcessID == root.ProcessID {
-					w.attr = AttributionAuditID
+					w.attr = vocab.AttributionAuditID
 				}
 				sc.expect[p.ProcessID] = w
 			}
@@ -110,16 +114,16 @@ func genScenario(rng *rand.Rand) scenario {
 	if rng.Intn(3) == 0 {
 		// A workload process forging a live session's ID, and its child.
 		victim := ids[rng.Intn(len(ids))]
-		base := Process{ContainerID: "ctr-app", PodUID: "uid-web", Namespace: "ns", Pod: "web", Container: "app"}
+		base := Process{Exec: capture.Exec{ContainerID: "ctr-app", PodUID: "uid-web"}, Namespace: "ns", Pod: "web", Container: "app"}
 		w, f, fc := base, base, base
 		w.ProcessID, w.ParentProcessID, w.Start, w.Argv = "w-init", "shim", t0.Add(-time.Hour), []string{"nginx"}
 		f.ProcessID, f.ParentProcessID, f.Start, f.Argv = "forge", "w-init", t0.Add(3*time.Second), []string{"sh"}
-		f.AuditID, f.Source, f.Flags, f.SessionRootID = victim, SourceEnv, []string{FlagRootUnverified}, "forge"
+		f.Captured.Value, f.Captured.Source, f.Captured.Flags, f.SessionRootID = victim, vocab.SourceEnv, []string{vocab.FlagRootUnverified}, "forge"
 		fc.ProcessID, fc.ParentProcessID, fc.Start, fc.Argv = "forge-c", "forge", t0.Add(4*time.Second), []string{"id"}
-		fc.AuditID, fc.Source, fc.Flags, fc.SessionRootID = victim, SourceInherited, []string{FlagRootUnverified}, "forge"
+		fc.Captured.Value, fc.Captured.Source, fc.Captured.Flags, fc.SessionRootID = victim, vocab.SourceInherited, []string{vocab.FlagRootUnverified}, "forge"
 		sc.procs = append(sc.procs, w, f, fc)
-		sc.expect["forge"] = want{auditID: victim}
-		sc.expect["forge-c"] = want{auditID: victim}
+		sc.expect["forge"] = want{claimed: victim}
+		sc.expect["forge-c"] = want{claimed: victim}
 	}
 	return sc
 }
@@ -133,7 +137,7 @@ func genEvents(id, user, pod, ctr string, cmd []string, code int32, rr, end time
 		ann[auditlog.AnnotationDecision] = "forbid"
 	}
 	if spo {
-		ann["execmetadata.spo.io/"+SPOKey] = fmt.Sprintf("spo-%d", i)
+		ann["execmetadata.spo.io/"+vocab.SPOKey] = fmt.Sprintf("spo-%d", i)
 	}
 	mk := func(stage string, at time.Time, status int32) auditlog.Event {
 		ev := auditlog.Event{
@@ -219,6 +223,7 @@ func TestJoinOrderIndependence(t *testing.T) {
 		sc := genScenario(rng)
 		ref := feed(t, sc, rng, 0)
 		for _, p := range ref.procs {
+			checkClaimRule(t, &p)
 			seen["attribution="+string(p.Attribution)]++
 			for _, f := range p.Flags {
 				seen[f]++
@@ -226,8 +231,9 @@ func TestJoinOrderIndependence(t *testing.T) {
 		}
 		for id, w := range sc.expect {
 			got := ref.procs[id]
-			if got.Attribution != w.attr || got.AuditID != w.auditID {
-				t.Fatalf("seed %d scenario %d: %s: got %q/%s, want %q/%s", seed, s, id, got.Attribution, got.AuditID, w.attr, w.auditID)
+			if got.Attribution != w.attr || got.AuditID != w.auditID || (w.claimed != "" && got.ClaimedAuditID != w.claimed) {
+				t.Fatalf("seed %d scenario %d: %s: got %q/%s claimed %s, want %q/%s claimed %s", seed, s, id,
+					got.Attribution, got.AuditID, got.ClaimedAuditID, w.attr, w.auditID, w.claimed)
 			}
 		}
 		if len(ref.procs) != len(sc.procs) {
@@ -247,8 +253,8 @@ func TestJoinOrderIndependence(t *testing.T) {
 	// The generator must reach every outcome, or the property proves little.
 	for _, k := range []string{
 		"attribution=audit_id", "attribution=inherited", "attribution=heuristic", "attribution=ambiguous", "attribution=",
-		FlagPodMismatch, FlagDeniedExec, FlagNoAuditRecord, FlagRootUnverified, FlagAuditIDConflict,
-		FlagEnvMismatch, FlagEnvRemoved, FlagPlaceholder,
+		vocab.FlagPodMismatch, vocab.FlagDeniedExec, vocab.FlagNoAuditRecord, vocab.FlagRootUnverified, vocab.FlagAuditIDConflict,
+		vocab.FlagEnvMismatch, vocab.FlagEnvRemoved, vocab.FlagPlaceholder,
 	} {
 		if seen[k] == 0 {
 			t.Errorf("seed %d: no process with %s", seed, k)
@@ -275,4 +281,20 @@ func diffLines(a, b string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// checkClaimRule is the claim rule as a property of every emitted process: a
+// session's ID names the process's session only when the process is
+// attributed to it; any other ID it carried is only a claim.
+func checkClaimRule(t *testing.T, p *Process) {
+	t.Helper()
+	if p.Attribution == vocab.AttributionNone && p.AuditID != "" {
+		t.Fatalf("%s: unattributed process names session %s (claim rule)", p.ProcessID, p.AuditID)
+	}
+	if p.Attribution == vocab.AttributionAmbiguous && p.AuditID != "" && !slices.Contains(p.Candidates, p.AuditID) {
+		t.Fatalf("%s: ambiguous process names session %s outside its candidates %v", p.ProcessID, p.AuditID, p.Candidates)
+	}
+	if p.Attribution.Counted() && p.AuditID == "" {
+		t.Fatalf("%s: %s attribution without a session", p.ProcessID, p.Attribution)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // recSet is one audit ID's request(s): more than one means a conflict.
@@ -14,26 +15,19 @@ type recSet struct {
 	recs    []*auditlog.ExecRecord // ordered by requestReceived, then request key
 	seq     uint64
 	touched time.Time
-	pods    []string             // namespace/pod keys indexed in recsPod
-	spo     []string             // SPO UIDs indexed in spo
-	claimed int                  // processes attributed audit_id to it
-	members map[string]time.Time // made on the first member
-	denied  bool                 // every request refused: counted in MaxDeniedRecords
-	spares  int                  // times passed over by eviction since its last stage
-	// first/last bound members' starts; stale after removing a bound.
-	first, last time.Time
-	stale       bool
-
-	// Processes that left the table while attributed here still count.
-	retired                   int
-	retiredFirst, retiredLast time.Time
+	pods    []string            // namespace/pod keys indexed in recsPod
+	spo     []string            // SPO UIDs indexed in spo
+	claimed int                 // processes attributed audit_id to it
+	members map[string]struct{} // processes attributed to it; made on the first
+	denied  bool                // every request refused: counted in MaxDeniedRecords
+	spares  int                 // times passed over by eviction since its last stage
 }
 
 func (rs *recSet) conflict() bool {
 	if len(rs.recs) > 1 {
 		return true
 	}
-	return len(rs.recs) == 1 && rs.recs[0].HasFlag(auditlog.FlagAuditIDConflict)
+	return len(rs.recs) == 1 && rs.recs[0].HasFlag(vocab.FlagAuditIDConflict)
 }
 
 // requestKey tells two requests sharing an audit ID apart, as the Merger does.
@@ -186,7 +180,7 @@ func (j *Joiner) unindexRecord(rs *recSet) {
 func spoValues(ann map[string]string) []string {
 	var out []string
 	for k, v := range ann {
-		if v != "" && (k == SPOKey || strings.HasSuffix(k, "/"+SPOKey)) {
+		if v != "" && (k == vocab.SPOKey || strings.HasSuffix(k, "/"+vocab.SPOKey)) {
 			out = append(out, v)
 		}
 	}
@@ -243,18 +237,9 @@ func cloneRecord(r *auditlog.ExecRecord) *auditlog.ExecRecord {
 
 // output renders the session from its first request, listing the others.
 func (rs *recSet) output() Session {
-	r := cloneRecord(rs.recs[0])
-	s := Session{
-		AuditID: rs.id, Verb: r.Verb, Subresource: r.Subresource,
-		User: r.User, ImpersonatedUser: r.ImpersonatedUser,
-		SourceIPs: r.SourceIPs, UserAgent: r.UserAgent,
-		Namespace: r.Namespace, Pod: r.Pod, Container: r.Container,
-		Command: r.Command, Env: r.Env, Stdin: r.Stdin, TTY: r.TTY,
-		Code: r.Code, Decision: r.Decision, Reason: r.Reason, RequestURI: r.RequestURI,
-		RequestReceived: r.RequestReceivedTimestamp, End: r.EndTimestamp,
-		Stages: r.Stages, Annotations: r.Annotations, Flags: r.Flags,
-	}
-	if v := spoValues(r.Annotations); len(v) > 0 {
+	s := Session{ExecRecord: *cloneRecord(rs.recs[0])}
+	s.AuditID = rs.id
+	if v := spoValues(s.Annotations); len(v) > 0 {
 		slices.Sort(v)
 		s.SPOExecRequestUID = v[0]
 	}
@@ -262,87 +247,14 @@ func (rs *recSet) output() Session {
 		s.Stages = []string{}
 	}
 	for _, o := range rs.recs[1:] {
-		o = cloneRecord(o)
-		s.Conflicts = append(s.Conflicts, RequestSummary{
-			User: o.User, ImpersonatedUser: o.ImpersonatedUser,
-			Namespace: o.Namespace, Pod: o.Pod, Container: o.Container,
-			Command: o.Command, Code: o.Code, RequestReceived: o.RequestReceivedTimestamp,
-		})
+		s.Conflicts = append(s.Conflicts, *cloneRecord(o))
 	}
-	if rs.conflict() && !slices.Contains(s.Flags, FlagAuditIDConflict) {
-		s.Flags = append(s.Flags, FlagAuditIDConflict)
+	if rs.conflict() && !slices.Contains(s.Flags, vocab.FlagAuditIDConflict) {
+		s.Flags = append(s.Flags, vocab.FlagAuditIDConflict)
 		slices.Sort(s.Flags)
 	}
 	if s.Flags == nil {
 		s.Flags = []string{}
 	}
-	s.ProcessCount = len(rs.members) + rs.retired
-	first, last := rs.bounds()
-	s.FirstProcess, s.LastProcess = minTime(first, rs.retiredFirst), maxTime(last, rs.retiredLast)
 	return s
-}
-
-func (rs *recSet) addMember(processID string, t time.Time) {
-	if rs.members == nil {
-		rs.members = map[string]time.Time{}
-	}
-	rs.members[processID] = t
-	if !rs.stale && !t.IsZero() {
-		rs.first, rs.last = minTime(rs.first, t), maxTime(rs.last, t)
-	}
-}
-
-func (rs *recSet) removeMember(processID string) (time.Time, bool) {
-	t, ok := rs.members[processID]
-	if ok {
-		delete(rs.members, processID)
-		if t.Equal(rs.first) || t.Equal(rs.last) {
-			rs.stale = true
-		}
-	}
-	return t, ok
-}
-
-// bounds returns the earliest and latest member start, rescanning only
-// after a bound left.
-func (rs *recSet) bounds() (time.Time, time.Time) {
-	if rs.stale {
-		rs.first, rs.last, rs.stale = time.Time{}, time.Time{}, false
-		for _, t := range rs.members {
-			if !t.IsZero() {
-				rs.first, rs.last = minTime(rs.first, t), maxTime(rs.last, t)
-			}
-		}
-	}
-	return rs.first, rs.last
-}
-
-// retire keeps a departing member in the session's figures.
-func (rs *recSet) retire(processID string) {
-	t, ok := rs.removeMember(processID)
-	if !ok {
-		return
-	}
-	rs.retired++
-	if !t.IsZero() {
-		rs.retiredFirst, rs.retiredLast = minTime(rs.retiredFirst, t), maxTime(rs.retiredLast, t)
-	}
-}
-
-// minTime is min where the zero time means unset.
-func minTime(a, b time.Time) time.Time {
-	switch {
-	case a.IsZero():
-		return b
-	case b.IsZero() || a.Before(b):
-		return a
-	}
-	return b
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }

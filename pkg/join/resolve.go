@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // resolve decides a process's attribution from what is held now. It reads
@@ -13,7 +14,7 @@ import (
 func (j *Joiner) resolve(p *proc) result {
 	var r result
 	if id := p.auditKey(); id != "" {
-		j.resolveID(p, id, p.in.Source, p.hasFlag(FlagRootUnverified), &r)
+		j.resolveID(p, id, p.in.Captured.Source, p.hasFlag(vocab.FlagRootUnverified), &r)
 		return r
 	}
 	if v := p.in.SPO.Value; v != "" {
@@ -23,42 +24,42 @@ func (j *Joiner) resolve(p *proc) result {
 			// SPO sets its UID with an env prefix, so its roots are never
 			// the runtime's own exec: the most the kernel can vouch for is
 			// that the runtime's first program set it (root_indirect).
-			indirect := slices.Contains(p.in.SPO.Flags, FlagRootIndirect)
-			spoUnverified := slices.Contains(p.in.SPO.Flags, FlagRootUnverified) && !indirect
+			indirect := slices.Contains(p.in.SPO.Flags, vocab.FlagRootIndirect)
+			spoUnverified := slices.Contains(p.in.SPO.Flags, vocab.FlagRootUnverified) && !indirect
 			j.resolveID(p, ids[0], p.in.SPO.Source, spoUnverified, &r)
 			return r
 		default:
 			// Two records annotated with one request UID: say so, pick none.
-			r.attr, r.candidates = AttributionAmbiguous, slices.Clone(ids)
-			r.flag(FlagAuditIDConflict)
+			r.attr, r.candidates = vocab.AttributionAmbiguous, slices.Clone(ids)
+			r.flag(vocab.FlagAuditIDConflict)
 			return r
 		}
 	}
 	j.fallback(p, &r)
-	if r.attr == AttributionNone && p.in.SPO.Value != "" && r.auditID == "" {
+	if r.attr == vocab.AttributionNone && p.in.SPO.Value != "" && r.auditID == "" {
 		// An SPO UID no record annotates yet is an orphan ID like any other.
 		r.waiting = true
 		if p.expired {
-			r.flag(FlagNoAuditRecord)
+			r.flag(vocab.FlagNoAuditRecord)
 		}
 	}
 	return r
 }
 
 // resolveID attributes a process that carries session ID id.
-func (j *Joiner) resolveID(p *proc, id, source string, unverified bool, r *result) {
+func (j *Joiner) resolveID(p *proc, id string, source vocab.Source, unverified bool, r *result) {
 	r.auditID = id
 	rs := j.recs[id]
 	if rs == nil {
 		r.waiting = true
 		if p.expired {
-			r.flag(FlagNoAuditRecord)
+			r.flag(vocab.FlagNoAuditRecord)
 		}
 		return
 	}
 	conflict := rs.conflict()
 	if conflict {
-		r.flag(FlagAuditIDConflict)
+		r.flag(vocab.FlagAuditIDConflict)
 	}
 	var match []*auditlog.ExecRecord
 	for _, rec := range rs.recs {
@@ -67,7 +68,7 @@ func (j *Joiner) resolveID(p *proc, id, source string, unverified bool, r *resul
 		}
 	}
 	if len(match) == 0 {
-		r.flag(FlagPodMismatch)
+		r.flag(vocab.FlagPodMismatch)
 		return
 	}
 	allowed := match[:0:0]
@@ -89,11 +90,11 @@ func (j *Joiner) resolveID(p *proc, id, source string, unverified bool, r *resul
 	}
 	switch {
 	case conflict:
-		r.attr, r.candidates = AttributionAmbiguous, []string{id}
-	case unverified, source != SourceEnv:
-		r.attr = AttributionInherited
+		r.attr, r.candidates = vocab.AttributionAmbiguous, []string{id}
+	case unverified, source != vocab.SourceEnv:
+		r.attr = vocab.AttributionInherited
 	default:
-		r.attr = AttributionAuditID
+		r.attr = vocab.AttributionAuditID
 	}
 }
 
@@ -101,9 +102,9 @@ func (j *Joiner) resolveID(p *proc, id, source string, unverified bool, r *resul
 func outcome(rec *auditlog.ExecRecord) string {
 	switch {
 	case rec.Code == 401 || rec.Code == 403 || strings.EqualFold(rec.Decision, "forbid"):
-		return FlagDeniedExec
+		return vocab.FlagDeniedExec
 	case rec.Code >= 400:
-		return FlagFailedExec
+		return vocab.FlagFailedExec
 	}
 	return ""
 }
@@ -144,7 +145,7 @@ func (j *Joiner) vouched(p *proc, id string) bool {
 	if anc == nil || anc.containerID != p.in.ContainerID || anc.res.auditID != id {
 		return false
 	}
-	return anc.res.attr == AttributionAuditID || anc.res.attr == AttributionInherited
+	return anc.res.attr == vocab.AttributionAuditID || anc.res.attr == vocab.AttributionInherited
 }
 
 // parentOf returns p's parent as held now, or as last seen if it has left
@@ -171,11 +172,11 @@ func (j *Joiner) fallback(p *proc, r *result) {
 		return
 	}
 	switch par.res.attr {
-	case AttributionAuditID, AttributionInherited:
+	case vocab.AttributionAuditID, vocab.AttributionInherited:
 		// The kernel lost the lineage (lineage_full, a restart); the
 		// parent link itself is still the kernel's word.
-		r.attr, r.auditID = AttributionInherited, par.res.auditID
-	case AttributionHeuristic, AttributionAmbiguous:
+		r.attr, r.auditID = vocab.AttributionInherited, par.res.auditID
+	case vocab.AttributionHeuristic, vocab.AttributionAmbiguous:
 		r.attr, r.auditID, r.confidence = par.res.attr, par.res.auditID, par.res.confidence
 		r.candidates = slices.Clone(par.res.candidates)
 	}
@@ -213,22 +214,24 @@ func (j *Joiner) track(p *proc, res result) {
 // moveSession updates session membership and the claimed counts when a
 // process's result changes.
 func (j *Joiner) moveSession(p *proc, old, res *result) {
+	// The session row does not change: the store counts its processes.
 	if old.counted() {
 		if rs := j.recs[old.auditID]; rs != nil {
-			rs.removeMember(p.in.ProcessID)
-			j.dirtySess[old.auditID] = struct{}{}
+			delete(rs.members, p.in.ProcessID)
 		}
 	}
 	if res.counted() {
 		if rs := j.recs[res.auditID]; rs != nil {
-			rs.addMember(p.in.ProcessID, p.startTime())
-			j.dirtySess[res.auditID] = struct{}{}
+			if rs.members == nil {
+				rs.members = map[string]struct{}{}
+			}
+			rs.members[p.in.ProcessID] = struct{}{}
 		}
 	}
-	if old.attr == AttributionAuditID {
+	if old.attr == vocab.AttributionAuditID {
 		j.claim(old.auditID, -1)
 	}
-	if res.attr == AttributionAuditID {
+	if res.attr == vocab.AttributionAuditID {
 		j.claim(res.auditID, 1)
 	}
 }

@@ -6,11 +6,16 @@ import (
 	"time"
 
 	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 type want struct {
-	attr    Attribution
+	attr    vocab.Attribution
 	auditID string
+	// claimed is the ID an unattributed process only claims (or an env
+	// forgery's value): never a session membership.
+	claimed string
 	flags   []string // exact, sorted
 	cands   []string
 	minConf float64 // heuristic only
@@ -42,25 +47,25 @@ func TestJoinTable(t *testing.T) {
 		{
 			name:  "verified root and descendants",
 			recs:  []auditlog.ExecRecord{xr(idA)},
-			procs: []Process{pr("r", "runc", idA, SourceEnv), pr("c", "r", idA, SourceInherited), pr("g", "c", idA, SourceProcfs)},
+			procs: []Process{pr("r", "runc", idA, vocab.SourceEnv), pr("c", "r", idA, vocab.SourceInherited), pr("g", "c", idA, vocab.SourceProcfs)},
 			want: map[string]want{
-				"r": {attr: AttributionAuditID, auditID: idA},
-				"c": {attr: AttributionInherited, auditID: idA},
-				"g": {attr: AttributionInherited, auditID: idA},
+				"r": {attr: vocab.AttributionAuditID, auditID: idA},
+				"c": {attr: vocab.AttributionInherited, auditID: idA},
+				"g": {attr: vocab.AttributionInherited, auditID: idA},
 			},
 		},
 		{
 			name: "env rewritten or removed stays with the kernel's ID",
 			recs: []auditlog.ExecRecord{xr(idA), xr(idB)},
 			procs: []Process{
-				pr("r", "runc", idA, SourceEnv),
-				with(pr("m", "r", idA, SourceInherited, FlagEnvMismatch), func(p *Process) { p.ClaimedAuditID = idB }),
-				pr("d", "r", idA, SourceInherited, FlagEnvRemoved),
+				pr("r", "runc", idA, vocab.SourceEnv),
+				with(pr("m", "r", idA, vocab.SourceInherited, vocab.FlagEnvMismatch), func(p *Process) { p.Captured.Claimed = idB }),
+				pr("d", "r", idA, vocab.SourceInherited, vocab.FlagEnvRemoved),
 			},
 			want: map[string]want{
-				"r": {attr: AttributionAuditID, auditID: idA},
-				"m": {attr: AttributionInherited, auditID: idA, flags: []string{FlagEnvMismatch}},
-				"d": {attr: AttributionInherited, auditID: idA, flags: []string{FlagEnvRemoved}},
+				"r": {attr: vocab.AttributionAuditID, auditID: idA},
+				"m": {attr: vocab.AttributionInherited, auditID: idA, claimed: idB, flags: []string{vocab.FlagEnvMismatch}},
+				"d": {attr: vocab.AttributionInherited, auditID: idA, flags: []string{vocab.FlagEnvRemoved}},
 			},
 		},
 		{
@@ -68,74 +73,74 @@ func TestJoinTable(t *testing.T) {
 			recs: []auditlog.ExecRecord{xr(idA)},
 			procs: []Process{
 				with(pr("init", "shim", "", ""), func(p *Process) { p.Start = t0.Add(-time.Hour) }),
-				pr("f", "init", idA, SourceEnv, FlagRootUnverified),
-				pr("fc", "f", idA, SourceInherited, FlagRootUnverified),
+				pr("f", "init", idA, vocab.SourceEnv, vocab.FlagRootUnverified),
+				pr("fc", "f", idA, vocab.SourceInherited, vocab.FlagRootUnverified),
 			},
 			want: map[string]want{
 				"init": {},
-				"f":    {auditID: idA, flags: []string{FlagRootUnverified}},
-				"fc":   {auditID: idA, flags: []string{FlagRootUnverified}},
+				"f":    {claimed: idA, flags: []string{vocab.FlagRootUnverified}},
+				"fc":   {claimed: idA, flags: []string{vocab.FlagRootUnverified}},
 			},
 		},
 		{
 			name: "unverified root vouched by a parent in the same session (lost lineage)",
 			recs: []auditlog.ExecRecord{xr(idA)},
 			procs: []Process{
-				pr("r", "runc", idA, SourceEnv),
-				with(pr("u", "r", idA, SourceEnv, FlagRootUnverified, "lineage_full"), func(p *Process) { p.SessionRootID = "u" }),
-				pr("uc", "u", idA, SourceInherited, FlagRootUnverified),
+				pr("r", "runc", idA, vocab.SourceEnv),
+				with(pr("u", "r", idA, vocab.SourceEnv, vocab.FlagRootUnverified, "lineage_full"), func(p *Process) { p.SessionRootID = "u" }),
+				pr("uc", "u", idA, vocab.SourceInherited, vocab.FlagRootUnverified),
 			},
 			want: map[string]want{
-				"r":  {attr: AttributionAuditID, auditID: idA},
-				"u":  {attr: AttributionInherited, auditID: idA, flags: []string{"lineage_full", FlagRootUnverified}},
-				"uc": {attr: AttributionInherited, auditID: idA, flags: []string{FlagRootUnverified}},
+				"r":  {attr: vocab.AttributionAuditID, auditID: idA},
+				"u":  {attr: vocab.AttributionInherited, auditID: idA, flags: []string{"lineage_full", vocab.FlagRootUnverified}},
+				"uc": {attr: vocab.AttributionInherited, auditID: idA, flags: []string{vocab.FlagRootUnverified}},
 			},
 		},
 		{
 			name: "ID replayed into another pod or container",
 			recs: []auditlog.ExecRecord{xr(idA)},
 			procs: []Process{
-				with(pr("p", "runc", idA, SourceEnv), inPod("ns", "db", "app", "ctr-db")),
-				with(pr("c", "runc", idA, SourceEnv), inPod("ns", "web", "side", "ctr-side")),
-				with(pr("n", "runc", idA, SourceEnv), inPod("other", "web", "app", "ctr-o")),
+				with(pr("p", "runc", idA, vocab.SourceEnv), inPod("ns", "db", "app", "ctr-db")),
+				with(pr("c", "runc", idA, vocab.SourceEnv), inPod("ns", "web", "side", "ctr-side")),
+				with(pr("n", "runc", idA, vocab.SourceEnv), inPod("other", "web", "app", "ctr-o")),
 			},
 			want: map[string]want{
-				"p": {auditID: idA, flags: []string{FlagPodMismatch}},
-				"c": {auditID: idA, flags: []string{FlagPodMismatch}},
-				"n": {auditID: idA, flags: []string{FlagPodMismatch}},
+				"p": {claimed: idA, flags: []string{vocab.FlagPodMismatch}},
+				"c": {claimed: idA, flags: []string{vocab.FlagPodMismatch}},
+				"n": {claimed: idA, flags: []string{vocab.FlagPodMismatch}},
 			},
 		},
 		{
 			name: "no pod metadata: the verified root fixes the container",
 			recs: []auditlog.ExecRecord{xr(idA)},
 			procs: []Process{
-				with(pr("r", "runc", idA, SourceEnv), noMeta("ctr-1")),
-				with(pr("c", "r", idA, SourceInherited), noMeta("ctr-1")),
-				with(pr("x", "y", idA, SourceInherited), noMeta("ctr-2")),
+				with(pr("r", "runc", idA, vocab.SourceEnv), noMeta("ctr-1")),
+				with(pr("c", "r", idA, vocab.SourceInherited), noMeta("ctr-1")),
+				with(pr("x", "y", idA, vocab.SourceInherited), noMeta("ctr-2")),
 			},
 			want: map[string]want{
-				"r": {attr: AttributionAuditID, auditID: idA},
-				"c": {attr: AttributionInherited, auditID: idA},
-				"x": {auditID: idA, flags: []string{FlagPodMismatch}},
+				"r": {attr: vocab.AttributionAuditID, auditID: idA},
+				"c": {attr: vocab.AttributionInherited, auditID: idA},
+				"x": {claimed: idA, flags: []string{vocab.FlagPodMismatch}},
 			},
 		},
 		{
 			name: "no pod metadata and no root: an ID in two containers is not trusted",
 			recs: []auditlog.ExecRecord{xr(idA)},
 			procs: []Process{
-				with(pr("a", "x", idA, SourceProcfs), noMeta("ctr-1")),
-				with(pr("b", "y", idA, SourceProcfs), noMeta("ctr-2")),
+				with(pr("a", "x", idA, vocab.SourceProcfs), noMeta("ctr-1")),
+				with(pr("b", "y", idA, vocab.SourceProcfs), noMeta("ctr-2")),
 			},
 			want: map[string]want{
-				"a": {auditID: idA, flags: []string{FlagPodMismatch}},
-				"b": {auditID: idA, flags: []string{FlagPodMismatch}},
+				"a": {claimed: idA, flags: []string{vocab.FlagPodMismatch}},
+				"b": {claimed: idA, flags: []string{vocab.FlagPodMismatch}},
 			},
 		},
 		{
 			name:  "record without container names the default one",
 			recs:  []auditlog.ExecRecord{rwith(xr(idA), func(r *auditlog.ExecRecord) { r.Container = "" })},
-			procs: []Process{pr("r", "runc", idA, SourceEnv)},
-			want:  map[string]want{"r": {attr: AttributionAuditID, auditID: idA}},
+			procs: []Process{pr("r", "runc", idA, vocab.SourceEnv)},
+			want:  map[string]want{"r": {attr: vocab.AttributionAuditID, auditID: idA}},
 		},
 		{
 			name: "denied, forbidden and failed requests",
@@ -144,21 +149,21 @@ func TestJoinTable(t *testing.T) {
 				rwith(xr(idB), func(r *auditlog.ExecRecord) { r.Code = 0; r.Decision = "forbid" }),
 				rwith(xr(idC), func(r *auditlog.ExecRecord) { r.Code = 500 }),
 			},
-			procs: []Process{pr("a", "runc", idA, SourceEnv), pr("ac", "a", idA, SourceInherited), pr("b", "runc", idB, SourceEnv), pr("c", "runc", idC, SourceEnv)},
+			procs: []Process{pr("a", "runc", idA, vocab.SourceEnv), pr("ac", "a", idA, vocab.SourceInherited), pr("b", "runc", idB, vocab.SourceEnv), pr("c", "runc", idC, vocab.SourceEnv)},
 			want: map[string]want{
-				"a":  {auditID: idA, flags: []string{FlagDeniedExec}},
-				"ac": {auditID: idA, flags: []string{FlagDeniedExec}},
-				"b":  {auditID: idB, flags: []string{FlagDeniedExec}},
-				"c":  {auditID: idC, flags: []string{FlagFailedExec}},
+				"a":  {claimed: idA, flags: []string{vocab.FlagDeniedExec}},
+				"ac": {claimed: idA, flags: []string{vocab.FlagDeniedExec}},
+				"b":  {claimed: idB, flags: []string{vocab.FlagDeniedExec}},
+				"c":  {claimed: idC, flags: []string{vocab.FlagFailedExec}},
 			},
 		},
 		{
 			name:   "orphan ID after the TTL",
-			procs:  []Process{pr("r", "runc", idA, SourceEnv), pr("c", "r", idA, SourceInherited)},
+			procs:  []Process{pr("r", "runc", idA, vocab.SourceEnv), pr("c", "r", idA, vocab.SourceInherited)},
 			expire: true,
 			want: map[string]want{
-				"r": {auditID: idA, flags: []string{FlagNoAuditRecord}},
-				"c": {auditID: idA, flags: []string{FlagNoAuditRecord}},
+				"r": {claimed: idA, flags: []string{vocab.FlagNoAuditRecord}},
+				"c": {claimed: idA, flags: []string{vocab.FlagNoAuditRecord}},
 			},
 		},
 		{
@@ -167,25 +172,25 @@ func TestJoinTable(t *testing.T) {
 				bob(r)
 				r.RequestURI += "&spoofed"
 			})},
-			procs: []Process{pr("r", "runc", idA, SourceEnv)},
-			want:  map[string]want{"r": {attr: AttributionAmbiguous, auditID: idA, cands: []string{idA}, flags: []string{FlagAuditIDConflict}}},
+			procs: []Process{pr("r", "runc", idA, vocab.SourceEnv)},
+			want:  map[string]want{"r": {attr: vocab.AttributionAmbiguous, auditID: idA, cands: []string{idA}, flags: []string{vocab.FlagAuditIDConflict}}},
 		},
 		{
 			name:  "conflict flagged by the merger",
-			recs:  []auditlog.ExecRecord{rwith(xr(idA), func(r *auditlog.ExecRecord) { r.Flags = []string{auditlog.FlagAuditIDConflict} })},
-			procs: []Process{pr("r", "runc", idA, SourceEnv)},
-			want:  map[string]want{"r": {attr: AttributionAmbiguous, auditID: idA, cands: []string{idA}, flags: []string{FlagAuditIDConflict}}},
+			recs:  []auditlog.ExecRecord{rwith(xr(idA), func(r *auditlog.ExecRecord) { r.Flags = []string{vocab.FlagAuditIDConflict} })},
+			procs: []Process{pr("r", "runc", idA, vocab.SourceEnv)},
+			want:  map[string]want{"r": {attr: vocab.AttributionAmbiguous, auditID: idA, cands: []string{idA}, flags: []string{vocab.FlagAuditIDConflict}}},
 		},
 		{
 			name: "placeholder root matched by argv, children inherit the heuristic",
 			recs: []auditlog.ExecRecord{xr(idA, "ls", "-la"), xr(idB, "bash")},
 			procs: []Process{
-				with(pr("r", "runc", PlaceholderID, SourceEnv, FlagPlaceholder), argv("ls", "-la")),
-				pr("c", "r", PlaceholderID, SourceInherited, FlagPlaceholder),
+				with(pr("r", "runc", vocab.PlaceholderID, vocab.SourceEnv, vocab.FlagPlaceholder), argv("ls", "-la")),
+				pr("c", "r", vocab.PlaceholderID, vocab.SourceInherited, vocab.FlagPlaceholder),
 			},
 			want: map[string]want{
-				"r": {attr: AttributionHeuristic, auditID: idA, flags: []string{FlagPlaceholder}, minConf: 0.8},
-				"c": {attr: AttributionHeuristic, auditID: idA, flags: []string{FlagPlaceholder}, minConf: 0.8},
+				"r": {attr: vocab.AttributionHeuristic, auditID: idA, flags: []string{vocab.FlagPlaceholder}, minConf: 0.8},
+				"c": {attr: vocab.AttributionHeuristic, auditID: idA, flags: []string{vocab.FlagPlaceholder}, minConf: 0.8},
 			},
 		},
 		{
@@ -193,23 +198,23 @@ func TestJoinTable(t *testing.T) {
 			recs:  []auditlog.ExecRecord{xr(idA, "bash"), rwith(xr(idB, "bash"), bob)},
 			procs: []Process{with(pr("r", "runc", "", ""), argv("bash")), with(pr("c", "r", "", ""), argv("id"))},
 			want: map[string]want{
-				"r": {attr: AttributionAmbiguous, cands: []string{idA, idB}},
-				"c": {attr: AttributionAmbiguous, cands: []string{idA, idB}},
+				"r": {attr: vocab.AttributionAmbiguous, cands: []string{idA, idB}},
+				"c": {attr: vocab.AttributionAmbiguous, cands: []string{idA, idB}},
 			},
 		},
 		{
 			name:  "an exact argv beats a same-program match",
 			recs:  []auditlog.ExecRecord{xr(idA, "cat", "/etc/passwd"), rwith(xr(idB, "cat", "/etc/hosts"), bob)},
 			procs: []Process{with(pr("r", "runc", "", ""), argv("cat", "/etc/hosts"))},
-			want:  map[string]want{"r": {attr: AttributionHeuristic, auditID: idB, minConf: 0.5}},
+			want:  map[string]want{"r": {attr: vocab.AttributionHeuristic, auditID: idB, minConf: 0.5}},
 		},
 		{
 			name:  "a session with a verified root is not a heuristic candidate",
 			recs:  []auditlog.ExecRecord{xr(idA, "sh"), rwith(xr(idB, "sh"), bob)},
-			procs: []Process{pr("v", "runc", idA, SourceEnv), pr("r", "runc2", "", "")},
+			procs: []Process{pr("v", "runc", idA, vocab.SourceEnv), pr("r", "runc2", "", "")},
 			want: map[string]want{
-				"v": {attr: AttributionAuditID, auditID: idA},
-				"r": {attr: AttributionHeuristic, auditID: idB, minConf: 0.8},
+				"v": {attr: vocab.AttributionAuditID, auditID: idA},
+				"r": {attr: vocab.AttributionHeuristic, auditID: idB, minConf: 0.8},
 			},
 		},
 		{
@@ -225,72 +230,72 @@ func TestJoinTable(t *testing.T) {
 		{
 			name: "SPO request UID joins through the webhook's audit annotation",
 			recs: []auditlog.ExecRecord{rwith(xr(idA), func(r *auditlog.ExecRecord) {
-				r.Annotations = map[string]string{"execmetadata.spo.io/" + SPOKey: "spo-1"}
+				r.Annotations = map[string]string{"execmetadata.spo.io/" + vocab.SPOKey: "spo-1"}
 			})},
 			procs: []Process{
-				with(pr("r", "runc", "", ""), func(p *Process) { p.SPO = KeyValue{Value: "spo-1", Source: SourceEnv} }),
-				with(pr("c", "r", "", ""), func(p *Process) { p.SPO = KeyValue{Value: "spo-1", Source: SourceInherited} }),
+				with(pr("r", "runc", "", ""), func(p *Process) { p.SPO = capture.KeyValue{Value: "spo-1", Source: vocab.SourceEnv} }),
+				with(pr("c", "r", "", ""), func(p *Process) { p.SPO = capture.KeyValue{Value: "spo-1", Source: vocab.SourceInherited} }),
 			},
 			want: map[string]want{
-				"r": {attr: AttributionAuditID, auditID: idA},
-				"c": {attr: AttributionInherited, auditID: idA},
+				"r": {attr: vocab.AttributionAuditID, auditID: idA},
+				"c": {attr: vocab.AttributionInherited, auditID: idA},
 			},
 		},
 		{
 			name: "SPO root set by the runtime's first program is attributed, and says so",
 			recs: []auditlog.ExecRecord{rwith(xr(idA), func(r *auditlog.ExecRecord) {
-				r.Annotations = map[string]string{"execmetadata.spo.io/" + SPOKey: "spo-2"}
+				r.Annotations = map[string]string{"execmetadata.spo.io/" + vocab.SPOKey: "spo-2"}
 			})},
 			procs: []Process{
 				with(pr("r", "runc", "", ""), func(p *Process) {
-					p.SPO = KeyValue{Value: "spo-2", Source: SourceEnv, Flags: []string{FlagRootUnverified, FlagRootIndirect}}
+					p.SPO = capture.KeyValue{Value: "spo-2", Source: vocab.SourceEnv, Flags: []string{vocab.FlagRootUnverified, vocab.FlagRootIndirect}}
 				}),
 				with(pr("c", "r", "", ""), func(p *Process) {
-					p.SPO = KeyValue{Value: "spo-2", Source: SourceInherited, Flags: []string{FlagRootUnverified, FlagRootIndirect}}
+					p.SPO = capture.KeyValue{Value: "spo-2", Source: vocab.SourceInherited, Flags: []string{vocab.FlagRootUnverified, vocab.FlagRootIndirect}}
 				}),
 			},
 			want: map[string]want{
-				"r": {attr: AttributionAuditID, auditID: idA, flags: []string{FlagRootIndirect, FlagRootUnverified}},
-				"c": {attr: AttributionInherited, auditID: idA, flags: []string{FlagRootIndirect, FlagRootUnverified}},
+				"r": {attr: vocab.AttributionAuditID, auditID: idA, flags: []string{vocab.FlagRootIndirect, vocab.FlagRootUnverified}},
+				"c": {attr: vocab.AttributionInherited, auditID: idA, flags: []string{vocab.FlagRootIndirect, vocab.FlagRootUnverified}},
 			},
 		},
 		{
 			name: "SPO root set by the container's own code is only a claim",
 			recs: []auditlog.ExecRecord{rwith(xr(idA), func(r *auditlog.ExecRecord) {
-				r.Annotations = map[string]string{"execmetadata.spo.io/" + SPOKey: "spo-3"}
+				r.Annotations = map[string]string{"execmetadata.spo.io/" + vocab.SPOKey: "spo-3"}
 			})},
 			procs: []Process{
 				with(pr("r", "runc", "", ""), func(p *Process) {
-					p.SPO = KeyValue{Value: "spo-3", Source: SourceEnv, Flags: []string{FlagRootUnverified}}
+					p.SPO = capture.KeyValue{Value: "spo-3", Source: vocab.SourceEnv, Flags: []string{vocab.FlagRootUnverified}}
 				}),
 			},
-			want: map[string]want{"r": {auditID: idA, flags: []string{FlagRootUnverified}}},
+			want: map[string]want{"r": {claimed: idA, flags: []string{vocab.FlagRootUnverified}}},
 		},
 		{
 			name:  "an audit ID root set by the runtime's first program is only a claim",
 			recs:  []auditlog.ExecRecord{xr(idA)},
-			procs: []Process{pr("r", "runc", idA, SourceEnv, FlagRootUnverified, FlagRootIndirect)},
-			want:  map[string]want{"r": {auditID: idA, flags: []string{FlagRootIndirect, FlagRootUnverified}}},
+			procs: []Process{pr("r", "runc", idA, vocab.SourceEnv, vocab.FlagRootUnverified, vocab.FlagRootIndirect)},
+			want:  map[string]want{"r": {claimed: idA, flags: []string{vocab.FlagRootIndirect, vocab.FlagRootUnverified}}},
 		},
 		{
 			name:   "SPO UID with no record is an orphan",
-			procs:  []Process{with(pr("r", "runc", "", ""), func(p *Process) { p.SPO = KeyValue{Value: "spo-9", Source: SourceEnv} })},
+			procs:  []Process{with(pr("r", "runc", "", ""), func(p *Process) { p.SPO = capture.KeyValue{Value: "spo-9", Source: vocab.SourceEnv} })},
 			expire: true,
-			want:   map[string]want{"r": {flags: []string{FlagNoAuditRecord}}},
+			want:   map[string]want{"r": {flags: []string{vocab.FlagNoAuditRecord}}},
 		},
 		{
 			name:  "nonstandard IDs are opaque keys",
 			recs:  []auditlog.ExecRecord{xr("my-request-1")},
-			procs: []Process{pr("r", "runc", "my-request-1", SourceEnv, FlagNonstandardID)},
-			want:  map[string]want{"r": {attr: AttributionAuditID, auditID: "my-request-1", flags: []string{FlagNonstandardID}}},
+			procs: []Process{pr("r", "runc", "my-request-1", vocab.SourceEnv, vocab.FlagNonstandardID)},
+			want:  map[string]want{"r": {attr: vocab.AttributionAuditID, auditID: "my-request-1", flags: []string{vocab.FlagNonstandardID}}},
 		},
 		{
 			name:  "a child that lost its lineage inherits from its parent",
 			recs:  []auditlog.ExecRecord{xr(idA)},
-			procs: []Process{pr("r", "runc", idA, SourceEnv), pr("c", "r", "", "", "lineage_full")},
+			procs: []Process{pr("r", "runc", idA, vocab.SourceEnv), pr("c", "r", "", "", "lineage_full")},
 			want: map[string]want{
-				"r": {attr: AttributionAuditID, auditID: idA},
-				"c": {attr: AttributionInherited, auditID: idA, flags: []string{"lineage_full"}},
+				"r": {attr: vocab.AttributionAuditID, auditID: idA},
+				"c": {attr: vocab.AttributionInherited, auditID: idA, flags: []string{"lineage_full"}},
 			},
 		},
 	}
@@ -330,21 +335,22 @@ func TestJoinTable(t *testing.T) {
 	}
 }
 
-func checkWant(t *testing.T, id string, got AttributedProcess, w want) {
+func checkWant(t *testing.T, id string, got Process, w want) {
 	t.Helper()
 	flags := w.flags
 	if flags == nil {
 		flags = []string{}
 	}
-	if got.Attribution != w.attr || got.AuditID != w.auditID || !slices.Equal(got.Flags, flags) ||
-		!slices.Equal(got.Candidates, w.cands) {
-		t.Errorf("%s: got attr=%q auditID=%q flags=%v cands=%v, want attr=%q auditID=%q flags=%v cands=%v",
-			id, got.Attribution, got.AuditID, got.Flags, got.Candidates, w.attr, w.auditID, flags, w.cands)
+	if got.Attribution != w.attr || got.AuditID != w.auditID || got.ClaimedAuditID != w.claimed ||
+		!slices.Equal(got.Flags, flags) || !slices.Equal(got.Candidates, w.cands) {
+		t.Errorf("%s: got attr=%q auditID=%q claimed=%q flags=%v cands=%v, want attr=%q auditID=%q claimed=%q flags=%v cands=%v",
+			id, got.Attribution, got.AuditID, got.ClaimedAuditID, got.Flags, got.Candidates,
+			w.attr, w.auditID, w.claimed, flags, w.cands)
 	}
 	switch {
-	case got.Attribution == AttributionHeuristic && (got.Confidence < w.minConf || got.Confidence > maxConfidence):
+	case got.Attribution == vocab.AttributionHeuristic && (got.Confidence < w.minConf || got.Confidence > maxConfidence):
 		t.Errorf("%s: confidence %.3f not in [%.2f, %.2f]", id, got.Confidence, w.minConf, maxConfidence)
-	case got.Attribution != AttributionHeuristic && got.Confidence != 0:
+	case got.Attribution != vocab.AttributionHeuristic && got.Confidence != 0:
 		t.Errorf("%s: confidence %.3f on a %q attribution", id, got.Confidence, got.Attribution)
 	}
 }

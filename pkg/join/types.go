@@ -4,107 +4,50 @@ import (
 	"time"
 
 	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
-// Attribution says how a process was tied to an exec session.
-type Attribution string
-
-const (
-	// AttributionNone: not attributed (pending, flagged, or not an exec session).
-	AttributionNone Attribution = ""
-	// AttributionAuditID: a verified session root carrying the session's ID.
-	AttributionAuditID Attribution = "audit_id"
-	// AttributionInherited: a descendant whose ID the kernel carried through fork.
-	AttributionInherited Attribution = "inherited"
-	// AttributionHeuristic: an ID-less exec root matched by pod, time and argv.
-	AttributionHeuristic Attribution = "heuristic"
-	// AttributionAmbiguous: several sessions fit; see Candidates.
-	AttributionAmbiguous Attribution = "ambiguous"
-)
-
-// Sources of an ID, as pkg/capture reports them.
-const (
-	SourceEnv       = "env"
-	SourceInherited = "inherited"
-	SourceProcfs    = "procfs"
-)
-
-// Capture flags the joiner reads (the same strings pkg/capture emits).
-const (
-	FlagEnvMismatch    = "env_mismatch"
-	FlagEnvRemoved     = "env_removed"
-	FlagRootUnverified = "root_unverified"
-	// FlagRootIndirect: the root's key was set by the first program the
-	// runtime exec'd (SPO's env prefix), not by the runtime itself.
-	FlagRootIndirect  = "root_indirect"
-	FlagPlaceholder   = "placeholder"
-	FlagNonstandardID = "nonstandard_id"
-)
-
-// Flags the joiner adds.
-const (
-	// FlagPodMismatch: the record names another namespace, pod or container
-	// (an ID replayed elsewhere), or the ID ran in more than one container.
-	FlagPodMismatch = "pod_mismatch"
-	// FlagDeniedExec: the record was refused (401/403 or decision forbid), yet
-	// processes carry its ID.
-	FlagDeniedExec = "denied_exec"
-	// FlagFailedExec: the record failed with another 4xx/5xx code, yet
-	// processes carry its ID.
-	FlagFailedExec = "failed_exec"
-	// FlagNoAuditRecord: the ID was still unmatched after the pending TTL.
-	FlagNoAuditRecord = "no_audit_record"
-	// FlagAuditIDConflict: more than one request used the ID.
-	FlagAuditIDConflict = auditlog.FlagAuditIDConflict
-)
-
-// PlaceholderID is the value KEP-6035 injects when the apiserver had no ID.
-const PlaceholderID = "unknown"
-
-// SPOKey is the env key the Security Profiles Operator's exec webhook injects.
-const SPOKey = "SPO_EXEC_REQUEST_UID"
-
-// KeyValue is what the kernel recorded for one secondary env key.
-type KeyValue struct {
-	Value   string   `json:"value,omitempty"`
-	Claimed string   `json:"claimed,omitempty"`
-	Source  string   `json:"source,omitempty"`
-	Flags   []string `json:"flags,omitempty"`
-}
-
-// Process is one exec as the agent hands it to the joiner: a capture event
-// plus the pod identity pkg/meta resolved (empty when unknown). From a
-// capture.Event: AuditID/ClaimedAuditID/Source/Flags/SessionRootID as they
-// are, SPO from Keys["SPO_EXEC_REQUEST_UID"], ExecTime from Time and Start
-// from the boot time plus StartBootNs.
+// Process is one exec'd process, the one record of it from the joiner on:
+// the image the kernel reported (capture.Exec, as it is), the pod pkg/meta
+// resolved, the evidence the kernel captured for the keys, and the joiner's
+// outcome. The agent fills the inputs; the joiner's updates carry the
+// outcome; the stores keep and the API serves it.
 type Process struct {
-	ProcessID       string `json:"processID"`
-	ParentProcessID string `json:"parentProcessID,omitempty"`
-	PID             uint32 `json:"pid"`
-	PPID            uint32 `json:"ppid"`
-	UID             uint32 `json:"uid"`
+	capture.Exec
+	Namespace string `json:"namespace,omitempty"`
+	Pod       string `json:"pod,omitempty"`
+	Container string `json:"container,omitempty"`
 	// Start is when the process was forked; ExecTime when this image was
 	// exec'd. The heuristic uses Start, falling back to ExecTime.
-	Start         time.Time `json:"start,omitzero"`
-	ExecTime      time.Time `json:"execTime,omitzero"`
-	Filename      string    `json:"filename,omitempty"`
-	Argv          []string  `json:"argv,omitempty"`
-	ArgvTruncated bool      `json:"argvTruncated,omitempty"`
-	ContainerID   string    `json:"containerID,omitempty"`
-	PodUID        string    `json:"podUID,omitempty"`
-	Namespace     string    `json:"namespace,omitempty"`
-	Pod           string    `json:"pod,omitempty"`
-	Container     string    `json:"container,omitempty"`
-	// AuditID is the kernel's authoritative KUBERNETES_EXEC_AUDIT_ID value;
-	// ClaimedAuditID what the environment said when it differed.
-	AuditID        string `json:"auditID,omitempty"`
-	ClaimedAuditID string `json:"claimedAuditID,omitempty"`
-	Source         string `json:"source,omitempty"`
-	// Flags are the capture flags of the audit ID key and the event.
-	Flags []string `json:"flags,omitempty"`
-	// SPO is the SPO_EXEC_REQUEST_UID key, with its own source and flags.
-	SPO           KeyValue `json:"spo,omitzero"`
-	SessionRootID string   `json:"sessionRootID,omitempty"`
+	Start    time.Time `json:"start,omitzero"`
+	ExecTime time.Time `json:"execTime,omitzero"`
+
+	// Captured is what the kernel recorded for the audit ID key, SPO for
+	// the SPO key: the joiner's input, never served as they are (the
+	// outcome says what they mean).
+	Captured capture.KeyValue `json:"-"`
+	SPO      capture.KeyValue `json:"-"`
+
+	// Attribution is how the joiner tied the process to AuditID's session.
+	Attribution vocab.Attribution `json:"attribution"`
+	// AuditID is the session the process is attributed to; empty when it
+	// is not attributed.
+	AuditID string `json:"auditID,omitempty"`
+	// ClaimedAuditID is an ID the process carried that is not its
+	// attribution: the env value of an env_mismatch, or the captured ID of
+	// a process the join refused (root_unverified, denied_exec,
+	// pod_mismatch) or could not match (pending, no_audit_record).
+	ClaimedAuditID    string       `json:"claimedAuditID,omitempty"`
+	SPOExecRequestUID string       `json:"spoExecRequestUID,omitempty"`
+	Source            vocab.Source `json:"source,omitempty"`
+	Confidence        float64      `json:"confidence,omitempty"`
+	Candidates        []string     `json:"candidates,omitempty"`
+	// Flags are the capture flags of both keys and the joiner's own.
+	Flags []string `json:"flags"`
+
+	Exit     time.Time `json:"exit,omitzero"`
+	ExitCode *int      `json:"exitCode,omitempty"`
 }
 
 // Exit is a process exit.
@@ -114,98 +57,27 @@ type Exit struct {
 	Code      int       `json:"code"`
 }
 
-// AttributedProcess is a process with its attribution, ready to upsert.
-type AttributedProcess struct {
-	ProcessID         string    `json:"processID"`
-	ParentProcessID   string    `json:"parentProcessID,omitempty"`
-	PID               uint32    `json:"pid"`
-	PPID              uint32    `json:"ppid"`
-	UID               uint32    `json:"uid"`
-	Start             time.Time `json:"start,omitzero"`
-	ExecTime          time.Time `json:"execTime,omitzero"`
-	Filename          string    `json:"filename,omitempty"`
-	Argv              []string  `json:"argv,omitempty"`
-	ArgvTruncated     bool      `json:"argvTruncated,omitempty"`
-	ContainerID       string    `json:"containerID,omitempty"`
-	PodUID            string    `json:"podUID,omitempty"`
-	Namespace         string    `json:"namespace,omitempty"`
-	Pod               string    `json:"pod,omitempty"`
-	Container         string    `json:"container,omitempty"`
-	CapturedAuditID   string    `json:"capturedAuditID,omitempty"`
-	ClaimedAuditID    string    `json:"claimedAuditID,omitempty"`
-	SPOExecRequestUID string    `json:"spoExecRequestUID,omitempty"`
-	Source            string    `json:"source,omitempty"`
-	SessionRootID     string    `json:"sessionRootID,omitempty"`
-
-	Attribution Attribution `json:"attribution"`
-	// AuditID is the session the process is attributed to, or for a flagged
-	// process the session its ID names.
-	AuditID    string   `json:"auditID,omitempty"`
-	Confidence float64  `json:"confidence,omitempty"`
-	Candidates []string `json:"candidates,omitempty"`
-	Flags      []string `json:"flags"`
-
-	Exit     time.Time `json:"exit,omitzero"`
-	ExitCode *int      `json:"exitCode,omitempty"`
-}
-
-// RequestSummary names another request that reused a session's audit ID.
-type RequestSummary struct {
-	User             auditlog.UserInfo  `json:"user"`
-	ImpersonatedUser *auditlog.UserInfo `json:"impersonatedUser,omitempty"`
-	Namespace        string             `json:"namespace"`
-	Pod              string             `json:"pod"`
-	Container        string             `json:"container,omitempty"`
-	Command          []string           `json:"command,omitempty"`
-	Code             int32              `json:"code,omitempty"`
-	RequestReceived  time.Time          `json:"requestReceived,omitzero"`
-}
-
-// Session is one exec request with its user context, ready to upsert.
+// Session is one exec request: its audit record as parsed, with the
+// joiner's flags (audit_id_conflict) and the other requests that used its
+// ID. ProcessCount, FirstProcess and LastProcess are the store's: it
+// computes them from the processes attributed to the session, on read.
 type Session struct {
-	AuditID          string             `json:"auditID"`
-	Verb             string             `json:"verb"`
-	Subresource      string             `json:"subresource"`
-	User             auditlog.UserInfo  `json:"user"`
-	ImpersonatedUser *auditlog.UserInfo `json:"impersonatedUser,omitempty"`
-	SourceIPs        []string           `json:"sourceIPs,omitempty"`
-	UserAgent        string             `json:"userAgent,omitempty"`
-	Namespace        string             `json:"namespace"`
-	Pod              string             `json:"pod"`
-	Container        string             `json:"container,omitempty"`
-	Command          []string           `json:"command,omitempty"`
-	// Env is the caller's KEP-6035 `--env NAME=value` list.
-	Env             []string          `json:"env,omitempty"`
-	Stdin           bool              `json:"stdin"`
-	TTY             bool              `json:"tty"`
-	Code            int32             `json:"code,omitempty"`
-	Decision        string            `json:"decision,omitempty"`
-	Reason          string            `json:"reason,omitempty"`
-	RequestURI      string            `json:"requestURI"`
-	RequestReceived time.Time         `json:"requestReceived,omitzero"`
-	End             time.Time         `json:"end,omitzero"`
-	Stages          []string          `json:"stages"`
-	Annotations     map[string]string `json:"annotations,omitempty"`
+	auditlog.ExecRecord
 	// SPOExecRequestUID is the SPO webhook's annotation value, if any.
-	SPOExecRequestUID string   `json:"spoExecRequestUID,omitempty"`
-	Flags             []string `json:"flags"`
+	SPOExecRequestUID string `json:"spoExecRequestUID,omitempty"`
 	// Conflicts lists the other requests that used this ID.
-	Conflicts []RequestSummary `json:"conflicts,omitempty"`
+	Conflicts []auditlog.ExecRecord `json:"conflicts,omitempty"`
 
-	// ProcessCount counts processes attributed (audit_id, inherited or
-	// heuristic) to the session; First/LastProcess bound their start times.
-	// They cover what the joiner saw while it held the record: if an idle
-	// record was dropped and comes back, they restart, so a store should
-	// keep the larger count.
 	ProcessCount int       `json:"processCount"`
 	FirstProcess time.Time `json:"firstProcess,omitzero"`
 	LastProcess  time.Time `json:"lastProcess,omitzero"`
+	UpdatedAt    time.Time `json:"updatedAt,omitzero"`
 }
 
 // Update is one row for the store to upsert: exactly one field is set.
 type Update struct {
-	Process *AttributedProcess `json:"process,omitempty"`
-	Session *Session           `json:"session,omitempty"`
+	Process *Process `json:"process,omitempty"`
+	Session *Session `json:"session,omitempty"`
 }
 
 // Stats counts what the joiner did and holds. Counters are monotonic.
@@ -229,4 +101,30 @@ type Stats struct {
 	EvictedRecords   int64 `json:"evictedRecords"`   // dropped by MaxRecords or MaxRecordBytes
 	EvictedDenied    int64 `json:"evictedDenied"`    // refused records dropped by any record bound
 	EvictedExits     int64 `json:"evictedExits"`     // exits for unknown processes dropped
+}
+
+// ProcessOf is the joiner's input for an exec event in the pod pkg/meta
+// named (all empty when unknown): the image as it is, the audit ID key's
+// evidence and the SPO key's. podUID fills in when the cgroup had none.
+func ProcessOf(ev *capture.Event, namespace, pod, container, podUID string) Process {
+	p := Process{
+		Exec:      ev.Exec,
+		Namespace: namespace, Pod: pod, Container: container,
+		Start: ev.Time, ExecTime: ev.Time,
+		Captured: capture.KeyValue{Value: ev.AuditID, Claimed: ev.ClaimedAuditID, Source: ev.Source, Flags: ev.Flags},
+		SPO:      ev.Keys[vocab.SPOKey],
+	}
+	if p.PodUID == "" {
+		p.PodUID = podUID
+	}
+	return p
+}
+
+// ExitOf is the joiner's input for an exit event.
+func ExitOf(ev *capture.Event) Exit {
+	code := 0
+	if ev.ExitCode != nil {
+		code = *ev.ExitCode
+	}
+	return Exit{ProcessID: ev.ProcessID, Time: ev.Time, Code: code}
 }
