@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
 
 	"github.com/execid/correlator/pkg/auditlog"
@@ -136,18 +137,19 @@ func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus
 	if err != nil {
 		return nil, fmt.Errorf("creating joiner: %w", err)
 	}
+	f := promauto.With(reg)
 	a := &Agent{
 		cfg: cfg, log: log.With().Str("component", "agent").Logger(), joiner: j,
 		merger: auditlog.NewMerger(auditlog.MergerConfig{MaxRecords: cfg.MaxRecords, MaxBytes: cfg.MaxRecordBytes,
 			Size: join.RecordBytes}),
 		meta: res, sink: sink, now: time.Now,
 		procs: make(chan *capture.Event, cfg.Queue), audit: make(chan auditBatch, 64),
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "correlator_agent_events_total",
+		events: f.NewCounterVec(prometheus.CounterOpts{Name: "correlator_agent_events_total",
 			Help: "Events taken into the join, by kind."}, []string{"kind"}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "correlator_agent_stage_seconds",
+		latency: f.NewHistogram(prometheus.HistogramOpts{Name: "correlator_agent_stage_seconds",
 			Help:    "Time from an event's arrival at the agent to its updates reaching the store writer.",
 			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10)}),
-		alertFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "correlator_agent_alert_submit_failures_total",
+		alertFailures: f.NewCounter(prometheus.CounterOpts{Name: "correlator_agent_alert_submit_failures_total",
 			Help: "Alert batches the agent could not hand to the delivery spools (they stay in the store)."}),
 	}
 	for _, o := range opts {
@@ -157,7 +159,7 @@ func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus
 		a.labels = newPodLabelCache(cfg.MaxPodLabels, cfg.MaxPodLabelBytes)
 	}
 	if reg != nil {
-		reg.MustRegister(a.events, a.latency, a.alertFailures, newJoinCollector(&a.stats))
+		reg.MustRegister(newJoinCollector(&a.stats))
 		if a.lookup != nil {
 			reg.MustRegister(a.lookup.requests)
 		}

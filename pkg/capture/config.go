@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // Kernel limits that bound the configuration.
@@ -44,7 +46,7 @@ type Config struct {
 // Default returns the configuration correlator ships with.
 func Default() Config {
 	return Config{
-		Keys:            []string{"KUBERNETES_EXEC_AUDIT_ID", "SPO_EXEC_REQUEST_UID"},
+		Keys:            []string{vocab.AuditIDKey, vocab.SPOKey},
 		ScanBudget:      1 << 20,
 		PinPath:         DefaultPinPath,
 		RingBufferBytes: 16 << 20,

@@ -11,6 +11,7 @@
 package meta
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,24 +97,12 @@ func Default() Config {
 // withDefaults fills the zero fields from Default.
 func (c Config) withDefaults() Config {
 	d := Default()
-	if c.CacheSize == 0 {
-		c.CacheSize = d.CacheSize
-	}
-	if c.RefreshInterval == 0 {
-		c.RefreshInterval = d.RefreshInterval
-	}
-	if c.MissRefreshInterval == 0 {
-		c.MissRefreshInterval = d.MissRefreshInterval
-	}
-	if c.StatusLookupRate == 0 {
-		c.StatusLookupRate = d.StatusLookupRate
-	}
-	if c.NegativeTTL == 0 {
-		c.NegativeTTL = d.NegativeTTL
-	}
-	if c.CRITimeout == 0 {
-		c.CRITimeout = d.CRITimeout
-	}
+	c.CacheSize = cmp.Or(c.CacheSize, d.CacheSize)
+	c.RefreshInterval = cmp.Or(c.RefreshInterval, d.RefreshInterval)
+	c.MissRefreshInterval = cmp.Or(c.MissRefreshInterval, d.MissRefreshInterval)
+	c.StatusLookupRate = cmp.Or(c.StatusLookupRate, d.StatusLookupRate)
+	c.NegativeTTL = cmp.Or(c.NegativeTTL, d.NegativeTTL)
+	c.CRITimeout = cmp.Or(c.CRITimeout, d.CRITimeout)
 	return c
 }
 

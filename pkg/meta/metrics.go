@@ -1,6 +1,11 @@
 package meta
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
 
 // metrics are the resolver counters. A nil *metrics records nothing.
 type metrics struct {
@@ -13,34 +18,43 @@ type metrics struct {
 	criStatuses    *prometheus.CounterVec
 }
 
-// newMetrics creates the metrics and registers them on reg, if reg is not nil.
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
-		cacheHits: prometheus.NewCounter(prometheus.CounterOpts{
+// newMetrics creates the metrics on reg (none when reg is nil), every
+// labelled series at zero so that a dashboard line exists before the first.
+func newMetrics(reg prometheus.Registerer) (m *metrics, err error) {
+	// promauto panics on a clash; a second resolver on one registry is a
+	// wiring error the caller reports.
+	defer func() {
+		if r := recover(); r != nil {
+			m, err = nil, fmt.Errorf("%v", r)
+		}
+	}()
+	f := promauto.With(reg)
+	m = &metrics{
+		cacheHits: f.NewCounter(prometheus.CounterOpts{
 			Name: "correlator_meta_cache_hits_total",
 			Help: "Container lookups answered from the cache, misses cached as such included.",
 		}),
-		cacheMisses: prometheus.NewCounter(prometheus.CounterOpts{
+		cacheMisses: f.NewCounter(prometheus.CounterOpts{
 			Name: "correlator_meta_cache_misses_total",
 			Help: "Container lookups that went to the sources.",
 		}),
-		cacheEvictions: prometheus.NewCounter(prometheus.CounterOpts{
+		cacheEvictions: f.NewCounter(prometheus.CounterOpts{
 			Name: "correlator_meta_cache_evictions_total",
 			Help: "Cache entries evicted to keep the cache within its size.",
 		}),
-		resolvedBy: prometheus.NewCounterVec(prometheus.CounterOpts{
+		resolvedBy: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "correlator_meta_resolved_total",
 			Help: "Container lookups that went to the sources, by the source that answered (none: not found).",
 		}, []string{"source"}),
-		sourceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		sourceErrors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "correlator_meta_source_errors_total",
 			Help: "Lookups a source could not answer because of an error, by source.",
 		}, []string{"source"}),
-		criRefreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
+		criRefreshes: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "correlator_meta_cri_refreshes_total",
 			Help: "CRI container listings, by result (ok, error, or limited: a miss that did not list because of the rate limit).",
 		}, []string{"result"}),
-		criStatuses: prometheus.NewCounterVec(prometheus.CounterOpts{
+		criStatuses: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "correlator_meta_cri_status_lookups_total",
 			Help: "CRI lookups of one container (ContainerStatus, then its pod's sandbox) on a miss the listing rate limit refused, by result (ok, not_found, error, or limited: no lookup because of its own rate limit).",
 		}, []string{"result"}),
@@ -56,14 +70,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	for _, r := range []string{"ok", "not_found", "error", "limited"} {
 		m.criStatuses.WithLabelValues(r)
-	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.cacheHits, m.cacheMisses, m.cacheEvictions, m.resolvedBy, m.sourceErrors, m.criRefreshes, m.criStatuses} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
 	}
 	return m, nil
 }
