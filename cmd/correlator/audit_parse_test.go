@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 func TestAuditParseCommand(t *testing.T) {
@@ -36,7 +37,7 @@ func TestAuditParseCommand(t *testing.T) {
 		if r.Pod == "" || r.Subresource == "" || len(r.Stages) == 0 {
 			t.Errorf("incomplete record %+v", r)
 		}
-		if r.HasFlag(auditlog.FlagAuditIDConflict) {
+		if r.HasFlag(vocab.FlagAuditIDConflict) {
 			conflicts++
 		}
 		n++

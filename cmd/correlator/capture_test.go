@@ -17,6 +17,7 @@ import (
 
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // buildBinary compiles correlator once per test.
@@ -117,7 +118,7 @@ func TestCaptureCommand(t *testing.T) {
 				t.Fatalf("capture exited early: %s", stderr.String())
 			}
 			seen = ev.Kind == capture.KindExec && ev.AuditID == id && len(ev.Argv) == 2 && ev.Argv[1] == "cli-test" &&
-				ev.Source == capture.SourceInherited && ev.ProcessID != "" && ev.ParentProcessID != ""
+				ev.Source == vocab.SourceInherited && ev.ProcessID != "" && ev.ParentProcessID != ""
 		case <-timeout:
 			t.Fatal("no JSON line for the session's exec")
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/execid/correlator/internal/testutil"
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 )
 
@@ -45,7 +46,7 @@ func TestEndToEndAdversary(t *testing.T) {
 		_, _ = a.ctr.Exec(ctx, []string{"sh", "-c", "/bin/sleep 86400; true", m + "-alice"}, auditKey+"="+alice.AuditID)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	a.waitFor(m+"-alice", 0, func(ps []store.Process) error {
+	a.waitFor(m+"-alice", 0, func(ps []join.Process) error {
 		if len(ps) == 0 {
 			return fmt.Errorf("alice's session not stored yet")
 		}
@@ -58,16 +59,16 @@ func TestEndToEndAdversary(t *testing.T) {
 	a.exec(nobody, "sh", "-c", steal+`exec /bin/forger clone-parent `+auditKey+`=$ID /bin/sh -c '/bin/echo `+m+`-clone; true'`)
 
 	// A claim on alice's ID: unattributed, flagged, claiming her session.
-	claim := func(p store.Process) error {
+	claim := func(p join.Process) error {
 		if p.AuditID != "" || p.Attribution != "" || p.ClaimedAuditID != alice.AuditID || !slices.Contains(p.Flags, "root_unverified") {
 			return fmt.Errorf("%s %q: auditID %q attribution %q claimed %q flags %v, want an unattributed claim of %s",
 				p.ProcessID, p.Argv, p.AuditID, p.Attribution, p.ClaimedAuditID, p.Flags, alice.AuditID)
 		}
 		return nil
 	}
-	var forged []store.Process
+	var forged []join.Process
 	for _, kind := range []string{"inplace", "reexec", "clone"} {
-		ps := a.waitFor(m+"-"+kind, 0, func(ps []store.Process) error {
+		ps := a.waitFor(m+"-"+kind, 0, func(ps []join.Process) error {
 			echo := byArgv(ps, "/bin/echo", m+"-"+kind)
 			if echo == nil {
 				return fmt.Errorf("%s forgery: echo not stored yet", kind)
@@ -88,14 +89,14 @@ func TestEndToEndAdversary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Username != "alice" || len(v.Processes) == 0 {
-		t.Fatalf("alice's session: user %q, %d processes", v.Username, len(v.Processes))
+	if v.User.Username != "alice" || len(v.Processes) == 0 {
+		t.Fatalf("alice's session: user %q, %d processes", v.User.Username, len(v.Processes))
 	}
 	for _, f := range forged {
-		if slices.ContainsFunc(v.Processes, func(p store.Process) bool { return p.ProcessID == f.ProcessID }) {
+		if slices.ContainsFunc(v.Processes, func(p join.Process) bool { return p.ProcessID == f.ProcessID }) {
 			t.Errorf("forged %s %q listed among alice's processes", f.ProcessID, f.Argv)
 		}
-		if !slices.ContainsFunc(v.Claimants, func(p store.Process) bool { return p.ProcessID == f.ProcessID }) {
+		if !slices.ContainsFunc(v.Claimants, func(p join.Process) bool { return p.ProcessID == f.ProcessID }) {
 			t.Errorf("forged %s %q not among the claimants of alice's session", f.ProcessID, f.Argv)
 		}
 	}
@@ -105,7 +106,7 @@ func TestEndToEndAdversary(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range page.Items {
-		if slices.ContainsFunc(forged, func(f store.Process) bool { return f.ProcessID == p.ProcessID }) {
+		if slices.ContainsFunc(forged, func(f join.Process) bool { return f.ProcessID == p.ProcessID }) {
 			t.Errorf("user=alice returns the forged %s %q", p.ProcessID, p.Argv)
 		}
 	}
@@ -153,7 +154,7 @@ func TestEndToEndAgentKilled(t *testing.T) {
 			auditKey+"="+bob.AuditID)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	first.waitFor(m+"-bob", 0, func(ps []store.Process) error {
+	first.waitFor(m+"-bob", 0, func(ps []join.Process) error {
 		if len(ps) == 0 {
 			return fmt.Errorf("bob's root not stored yet")
 		}
@@ -163,7 +164,7 @@ func TestEndToEndAgentKilled(t *testing.T) {
 
 	second := env.start()
 	second.exec(testutil.ExecRequest{}, "sh", "-c", "while [ ! -p /tmp/go ]; do sleep 0.05; done; echo go > /tmp/go")
-	ps := second.waitFor(m+"-after", 0, func(ps []store.Process) error {
+	ps := second.waitFor(m+"-after", 0, func(ps []join.Process) error {
 		if byArgv(ps, "/bin/echo", m+"-after") == nil {
 			return fmt.Errorf("bob's command after the restart not stored yet")
 		}
@@ -177,7 +178,7 @@ func TestEndToEndAgentKilled(t *testing.T) {
 	carol := second.request("carol", "sh")
 	second.writeLog(carol)
 	second.exec(carol, "sh", "-c", "/bin/echo "+m+"-carol; true")
-	second.waitFor(m+"-carol", 0, func(ps []store.Process) error {
+	second.waitFor(m+"-carol", 0, func(ps []join.Process) error {
 		if len(ps) < 2 {
 			return fmt.Errorf("%d of carol's processes stored, want 2", len(ps))
 		}
@@ -209,7 +210,7 @@ func grepLines(s, sub string) string {
 }
 
 // process returns the stored process id in the e2e pod.
-func (a *e2eAgent) process(id string) store.Process {
+func (a *e2eAgent) process(id string) join.Process {
 	a.t.Helper()
 	page, err := a.client.Processes(context.Background(), map[string][]string{"pod": {e2ePod}, "limit": {"1000"}})
 	if err != nil {
@@ -221,7 +222,7 @@ func (a *e2eAgent) process(id string) store.Process {
 		}
 	}
 	a.t.Fatalf("process %s not stored", id)
-	return store.Process{}
+	return join.Process{}
 }
 
 // alerts lists the stored alerts of rule about processID.

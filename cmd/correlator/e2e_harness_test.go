@@ -20,7 +20,7 @@ import (
 
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/api"
-	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/join"
 )
 
 // The e2e pod: what --pod-map says about the test container.
@@ -218,7 +218,7 @@ func (a *e2eAgent) postWebhook(req testutil.ExecRequest) {
 
 // processes returns the stored processes in the e2e pod whose argv
 // contains marker (the host-side `runc exec` carries it too).
-func (a *e2eAgent) processes(marker string) []store.Process {
+func (a *e2eAgent) processes(marker string) []join.Process {
 	a.t.Helper()
 	page, err := a.client.Processes(context.Background(), url.Values{"command": {marker}, "pod": {e2ePod}, "limit": {"500"}})
 	if err != nil {
@@ -231,7 +231,7 @@ func (a *e2eAgent) processes(marker string) []store.Process {
 // marker. timeout is how long the behaviour itself may take (a TTL to run
 // out); testutil.EventuallyBound is added so a busy machine makes the wait
 // longer, never red. It measures nothing.
-func (a *e2eAgent) waitFor(marker string, timeout time.Duration, check func([]store.Process) error) []store.Process {
+func (a *e2eAgent) waitFor(marker string, timeout time.Duration, check func([]join.Process) error) []join.Process {
 	a.t.Helper()
 	timeout += testutil.EventuallyBound
 	deadline := time.Now().Add(timeout)
@@ -248,7 +248,7 @@ func (a *e2eAgent) waitFor(marker string, timeout time.Duration, check func([]st
 	}
 }
 
-func dumpProcs(ps []store.Process) string {
+func dumpProcs(ps []join.Process) string {
 	var b strings.Builder
 	for _, p := range ps {
 		fmt.Fprintf(&b, "  %s parent=%s argv=%q audit=%s claimed=%s attr=%s flags=%v\n",
@@ -265,7 +265,7 @@ func tail(s string, n int) string {
 }
 
 // byArgv finds the process whose argv starts with prefix.
-func byArgv(ps []store.Process, prefix ...string) *store.Process {
+func byArgv(ps []join.Process, prefix ...string) *join.Process {
 	for i := range ps {
 		if len(ps[i].Argv) >= len(prefix) && slices.Equal(ps[i].Argv[:len(prefix)], prefix) {
 			return &ps[i]

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/execid/correlator/internal/testutil"
-	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/join"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // e2ePendingTTL outlasts the record that comes 60 s late by
@@ -50,7 +51,7 @@ func marker() string { return "m" + strings.ReplaceAll(testutil.RandomUUID()[:13
 
 // attributed checks that every process is attributed to id with one of
 // the given attributions.
-func attributed(ps []store.Process, id string, attrs ...string) error {
+func attributed(ps []join.Process, id string, attrs ...vocab.Attribution) error {
 	for _, p := range ps {
 		if p.AuditID != id || !slices.Contains(attrs, p.Attribution) {
 			return fmt.Errorf("process %s %q: auditID %q attribution %q, want %s %v", p.ProcessID, p.Argv, p.AuditID, p.Attribution, id, attrs)
@@ -79,7 +80,7 @@ func scenarioOverlapping(t *testing.T, a *e2eAgent) {
 	a.writeLog(alice)  // one by file
 	a.postWebhook(bob) // one by webhook
 	for _, req := range []testutil.ExecRequest{alice, bob} {
-		ps := a.waitFor(m+"-"+req.User, 0, func(ps []store.Process) error {
+		ps := a.waitFor(m+"-"+req.User, 0, func(ps []join.Process) error {
 			if len(ps) != 2 { // the shell and its echo
 				return fmt.Errorf("%d processes, want 2", len(ps))
 			}
@@ -89,8 +90,8 @@ func scenarioOverlapping(t *testing.T, a *e2eAgent) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.Username != req.User || v.ProcessCount != 3 || len(v.Tree) != 1 {
-			t.Errorf("session %s: user %q, %d processes, %d roots; want %s, 3 (sh, sleep, echo), 1", req.AuditID, v.Username, v.ProcessCount, len(v.Tree), req.User)
+		if v.User.Username != req.User || v.ProcessCount != 3 || len(v.Tree) != 1 {
+			t.Errorf("session %s: user %q, %d processes, %d roots; want %s, 3 (sh, sleep, echo), 1", req.AuditID, v.User.Username, v.ProcessCount, len(v.Tree), req.User)
 		}
 		if root := byArgv(ps, "sh"); root == nil || root.Attribution != "audit_id" {
 			t.Errorf("session root: %+v, want sh attributed by audit_id", root)
@@ -108,7 +109,7 @@ func scenarioForks(t *testing.T, a *e2eAgent) {
 	a.postWebhook(req) // the record first this time
 	a.exec(req, "sh", "-c", fmt.Sprintf(
 		"(/bin/echo %[1]s-sub; true); /bin/sh -c '/bin/sleep 0.3 %[1]s-bg & true'; /bin/sh -c \"trap '' HUP; /bin/echo %[1]s-nohup & true\"; /bin/sleep 0.5; true", m))
-	ps := a.waitFor(m, 0, func(ps []store.Process) error {
+	ps := a.waitFor(m, 0, func(ps []join.Process) error {
 		for _, want := range [][]string{{"/bin/echo", m + "-sub"}, {"/bin/sleep", "0.3"}, {"/bin/echo", m + "-nohup"}} {
 			if byArgv(ps, want...) == nil {
 				return fmt.Errorf("no process %q yet", want)
@@ -137,7 +138,7 @@ func scenarioTamper(t *testing.T, a *e2eAgent) {
 	a.exec(req, "sh", "-c", fmt.Sprintf(
 		"(unset %[1]s; /bin/echo %[2]s-removed; true); %[1]s=%[3]s /bin/echo %[2]s-forged; true", auditKey, m, forged))
 	a.writeLog(req)
-	ps := a.waitFor(m, 0, func(ps []store.Process) error {
+	ps := a.waitFor(m, 0, func(ps []join.Process) error {
 		if byArgv(ps, "/bin/echo", m+"-removed") == nil || byArgv(ps, "/bin/echo", m+"-forged") == nil {
 			return fmt.Errorf("tampered processes not stored yet")
 		}
@@ -160,7 +161,7 @@ func (a *e2eAgent) sessionUser(id string) string {
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	return v.Username
+	return v.User.Username
 }
 
 func scenarioForgedRoot(t *testing.T, a *e2eAgent) {
@@ -171,7 +172,7 @@ func scenarioForgedRoot(t *testing.T, a *e2eAgent) {
 	// Someone inside the container, with no exec session of their own (no
 	// audit ID from the runtime), copies erin's ID into a child.
 	a.exec(testutil.ExecRequest{}, "sh", "-c", fmt.Sprintf("%s=%s /bin/echo %s-forger; true", auditKey, victim.AuditID, m))
-	ps := a.waitFor(m+"-forger", 0, func(ps []store.Process) error {
+	ps := a.waitFor(m+"-forger", 0, func(ps []join.Process) error {
 		if p := byArgv(ps, "/bin/echo", m+"-forger"); p == nil || !slices.Contains(p.Flags, "root_unverified") {
 			return fmt.Errorf("forged root not stored with root_unverified yet")
 		}
@@ -181,7 +182,7 @@ func scenarioForgedRoot(t *testing.T, a *e2eAgent) {
 	if f.AuditID != "" || f.Attribution != "" || f.ClaimedAuditID != victim.AuditID {
 		t.Errorf("forged root: auditID %q attribution %q claimed %q; want unattributed, claiming %s", f.AuditID, f.Attribution, f.ClaimedAuditID, victim.AuditID)
 	}
-	a.waitFor(m+"-victim", 0, func(ps []store.Process) error { return attributed(ps, victim.AuditID, "audit_id", "inherited") })
+	a.waitFor(m+"-victim", 0, func(ps []join.Process) error { return attributed(ps, victim.AuditID, "audit_id", "inherited") })
 	v, err := a.client.Session(context.Background(), victim.AuditID)
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +192,7 @@ func scenarioForgedRoot(t *testing.T, a *e2eAgent) {
 			t.Errorf("forged root listed among erin's processes")
 		}
 	}
-	if !slices.ContainsFunc(v.Claimants, func(p store.Process) bool { return p.ProcessID == f.ProcessID }) {
+	if !slices.ContainsFunc(v.Claimants, func(p join.Process) bool { return p.ProcessID == f.ProcessID }) {
 		t.Errorf("forged root not among the session's claimants: %v", v.Claimants)
 	}
 }
@@ -202,7 +203,7 @@ func scenarioLateRecord(t *testing.T, a *e2eAgent) {
 	start := time.Now()
 	a.exec(req, "sh", "-c", fmt.Sprintf("/bin/echo %s-late; true", m))
 	// Stored first, waiting for its record.
-	a.waitFor(m, 0, func(ps []store.Process) error {
+	a.waitFor(m, 0, func(ps []join.Process) error {
 		if len(ps) != 2 {
 			return fmt.Errorf("%d processes, want 2", len(ps))
 		}
@@ -217,7 +218,7 @@ func scenarioLateRecord(t *testing.T, a *e2eAgent) {
 	// pending TTL runs from the processes, not from this wait).
 	time.Sleep(time.Until(start.Add(60 * time.Second)))
 	a.writeLog(req)
-	a.waitFor(m, 0, func(ps []store.Process) error { return attributed(ps, req.AuditID, "audit_id", "inherited") })
+	a.waitFor(m, 0, func(ps []join.Process) error { return attributed(ps, req.AuditID, "audit_id", "inherited") })
 	if u := a.sessionUser(req.AuditID); u != "frank" {
 		t.Errorf("late session user = %q", u)
 	}
@@ -230,7 +231,7 @@ func scenarioDeniedReplay(t *testing.T, a *e2eAgent) {
 	a.postWebhook(denied)
 	// The denied request never ran; someone replays its ID in a session.
 	a.exec(denied, "sh", "-c", fmt.Sprintf("/bin/echo %s-replay; true", m))
-	ps := a.waitFor(m, 0, func(ps []store.Process) error {
+	ps := a.waitFor(m, 0, func(ps []join.Process) error {
 		p := byArgv(ps, "/bin/echo", m+"-replay")
 		if p == nil || !slices.Contains(p.Flags, "denied_exec") {
 			return fmt.Errorf("replayed process not flagged denied_exec yet")
@@ -255,7 +256,7 @@ func scenarioNoRecord(t *testing.T, a *e2eAgent) {
 	m := marker()
 	req := a.request("nobody", "sh")
 	a.exec(req, "sh", "-c", fmt.Sprintf("/bin/echo %s-orphan; true", m))
-	a.waitFor(m, e2ePendingTTL, func(ps []store.Process) error {
+	a.waitFor(m, e2ePendingTTL, func(ps []join.Process) error {
 		if len(ps) != 2 {
 			return fmt.Errorf("%d processes, want 2", len(ps))
 		}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/execid/correlator/internal/esdouble"
 	"github.com/execid/correlator/internal/testutil"
-	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/join"
 )
 
 var updateMetrics = flag.Bool("update", false, "rewrite testdata/metrics.golden from this run")
@@ -56,7 +56,7 @@ func TestMetricsPage(t *testing.T) {
 	req.TTY = true
 	a.exec(req, "/bin/echo", m)
 	a.postWebhook(req)
-	a.waitFor(m, 0, func(ps []store.Process) error {
+	a.waitFor(m, 0, func(ps []join.Process) error {
 		if byArgv(ps, "/bin/echo", m) == nil {
 			return fmt.Errorf("the exec is not stored yet")
 		}

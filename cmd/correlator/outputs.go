@@ -13,9 +13,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/execid/correlator/pkg/alert"
+	"github.com/execid/correlator/pkg/alert/delivery"
 	"github.com/execid/correlator/pkg/authn"
 	"github.com/execid/correlator/pkg/store"
 	"github.com/execid/correlator/pkg/store/elasticsearch"
+	"github.com/execid/correlator/pkg/store/sqlite"
 )
 
 // esOptions are the Elasticsearch connection flags, shared by the store,
@@ -110,7 +112,7 @@ func (o *alertOptions) validate(es *esOptions) error {
 		errs = append(errs, err)
 	}
 	for i, s := range o.sinks {
-		spec, err := alert.ParseSinkSpec(s)
+		spec, err := delivery.ParseSinkSpec(s)
 		if err != nil {
 			// The spec may hold credentials: name it by position.
 			errs = append(errs, fmt.Errorf("validating --alert-sink number %d: %w", i+1, err))
@@ -124,7 +126,7 @@ func (o *alertOptions) validate(es *esOptions) error {
 }
 
 // build makes the rule engine and, with sinks, the dispatcher.
-func (o *alertOptions) build(ctx context.Context, es *esOptions, log zerolog.Logger, reg prometheus.Registerer) (*alert.Engine, *alert.Dispatcher, error) {
+func (o *alertOptions) build(ctx context.Context, es *esOptions, log zerolog.Logger, reg prometheus.Registerer) (*alert.Engine, *delivery.Dispatcher, error) {
 	rules, err := o.rules()
 	if err != nil {
 		return nil, nil, err
@@ -136,19 +138,19 @@ func (o *alertOptions) build(ctx context.Context, es *esOptions, log zerolog.Log
 	if len(o.sinks) == 0 {
 		return eng, nil, nil
 	}
-	var sinks []alert.Deliverer
+	var sinks []delivery.Deliverer
 	closeAll := func() {
 		for _, s := range sinks {
 			s.Close()
 		}
 	}
 	for _, s := range o.sinks {
-		spec, err := alert.ParseSinkSpec(s)
+		spec, err := delivery.ParseSinkSpec(s)
 		if err != nil {
 			closeAll()
 			return nil, nil, err
 		}
-		var d alert.Deliverer
+		var d delivery.Deliverer
 		if spec.Kind == "elasticsearch" {
 			var cfg elasticsearch.Config
 			if cfg, err = es.config(); err != nil && spec.URL == "" {
@@ -160,7 +162,7 @@ func (o *alertOptions) build(ctx context.Context, es *esOptions, log zerolog.Log
 			}
 			d, err = elasticsearch.NewAlertSink(ctx, cfg, log, reg)
 		} else {
-			d, err = alert.NewDeliverer(spec, alert.SinkOptions{TokenFile: o.tokenFile, CAFile: o.caFile, Version: version}, log)
+			d, err = delivery.NewDeliverer(spec, delivery.SinkOptions{TokenFile: o.tokenFile, CAFile: o.caFile, Version: version}, log)
 		}
 		if err != nil {
 			closeAll()
@@ -168,7 +170,7 @@ func (o *alertOptions) build(ctx context.Context, es *esOptions, log zerolog.Log
 		}
 		sinks = append(sinks, d)
 	}
-	disp, err := alert.NewDispatcher(alert.DispatcherConfig{SpoolDir: o.spoolDir, SpoolMaxBytes: o.spoolBytes}, sinks, log, reg)
+	disp, err := delivery.NewDispatcher(delivery.DispatcherConfig{SpoolDir: o.spoolDir, SpoolMaxBytes: o.spoolBytes}, sinks, log, reg)
 	if err != nil {
 		closeAll()
 		return nil, nil, err
@@ -185,7 +187,7 @@ type backend interface {
 // openBackend opens --store: sqlite:PATH or elasticsearch.
 func openBackend(ctx context.Context, storeURL string, es *esOptions, log zerolog.Logger, reg prometheus.Registerer) (backend, error) {
 	if p, ok := strings.CutPrefix(storeURL, "sqlite:"); ok {
-		return store.Open(p, store.Config{}, log)
+		return sqlite.Open(p, sqlite.Config{}, log)
 	}
 	cfg, err := es.config()
 	if err != nil {

@@ -104,7 +104,7 @@ func TestRunElasticsearchAndAlerts(t *testing.T) {
 		}
 		return nil
 	})
-	if v.Username != "mallory" || v.Namespace != "kube-system" {
+	if v.User.Username != "mallory" || v.Namespace != "kube-system" {
 		t.Errorf("session from Elasticsearch: %+v", v.SessionDetail)
 	}
 	testutil.EventuallyNil(t, func() error {

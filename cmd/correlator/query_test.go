@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,30 +15,43 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/execid/correlator/pkg/api"
+	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/authn"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/store/sqlite"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
-// TestResponderCommands runs sessions, session and processes against a
+// TestQueryCommands runs sessions, session and processes against a
 // real API server on loopback, backed by a real SQLite store.
-func TestResponderCommands(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), "c.db"), store.Config{}, zerolog.Nop())
+func TestQueryCommands(t *testing.T) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "c.db"), sqlite.Config{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	t0 := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
-	code := 0
+	code, id := 0, "5e1c2a7d-0000-4000-8000-000000000001"
 	err = st.Write(context.Background(), store.Batch{
-		Sessions: []store.Session{{AuditID: "5e1c2a7d-0000-4000-8000-000000000001", Username: "alice", Groups: []string{"sre"},
-			Namespace: "shop", Pod: "web-0", Container: "app", Command: []string{"sh"}, Code: 101, Decision: "allow", RequestReceived: t0,
-			ImpersonatedUser: &store.UserInfo{Username: "system:serviceaccount:shop:deployer"}}},
-		Processes: []store.Process{
-			{ProcessID: "10-1", PID: 10, Argv: []string{"sh"}, Namespace: "shop", Pod: "web-0", Start: t0,
-				AuditID: "5e1c2a7d-0000-4000-8000-000000000001", Attribution: "audit_id"},
-			{ProcessID: "11-1", ParentProcessID: "10-1", PID: 11, Argv: []string{"cat", "/etc/shadow"}, Namespace: "shop", Pod: "web-0",
-				Start: t0.Add(time.Second), AuditID: "5e1c2a7d-0000-4000-8000-000000000001", Attribution: "inherited",
-				Flags: []string{"env_removed"}, ExitCode: &code},
+		Sessions: []join.Session{{ExecRecord: auditlog.ExecRecord{AuditID: id,
+			User: auditlog.UserInfo{Username: "alice", UID: "u-1", Groups: []string{"sre"}}, Namespace: "shop", Pod: "web-0",
+			Container: "app", Command: []string{"sh"}, Code: 101, Decision: "allow", RequestReceivedTimestamp: t0,
+			ImpersonatedUser: &auditlog.UserInfo{Username: "system:serviceaccount:shop:deployer"}},
+			SPOExecRequestUID: "spo-7",
+			Conflicts: []auditlog.ExecRecord{{AuditID: id, User: auditlog.UserInfo{Username: "mallory"}, Namespace: "shop",
+				Pod: "web-0", Command: []string{"sh"}, Code: 403, RequestReceivedTimestamp: t0.Add(time.Second)}}}},
+		Processes: []join.Process{
+			{Exec: capture.Exec{ProcessID: "10-1", PID: 10, Argv: []string{"sh"}}, Namespace: "shop", Pod: "web-0", Start: t0,
+				AuditID: id, Attribution: vocab.AttributionAuditID},
+			{Exec: capture.Exec{ProcessID: "11-1", ParentProcessID: "10-1", PID: 11, Argv: []string{"cat", "/etc/shadow"}},
+				Namespace: "shop", Pod: "web-0", Start: t0.Add(time.Second), AuditID: id,
+				Attribution: vocab.AttributionInherited, Flags: []string{vocab.FlagEnvRemoved}, Exit: t0.Add(2 * time.Second),
+				ExitCode: &code},
+			{Exec: capture.Exec{ProcessID: "12-1", PID: 12, Argv: []string{"tar", "c"}, ArgvTruncated: true},
+				Namespace: "shop", Pod: "web-0", ExecTime: t0.Add(3 * time.Second), ClaimedAuditID: id,
+				Flags: []string{vocab.FlagRootUnverified}},
 		},
 	})
 	if err != nil {
@@ -70,13 +85,29 @@ func TestResponderCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, "system:serviceaccount:shop:deployer (as, by alice)") || !strings.Contains(out, "shop/web-0") {
 		t.Errorf("sessions: %v\n%s", err, out)
 	}
-	out, err = run("session", "5e1c2a7d-0000-4000-8000-000000000001")
-	if err != nil || !strings.Contains(out, "User:        alice") || !strings.Contains(out, "└─ 11 cat /etc/shadow (inherited) exit=0 [env_removed]") {
-		t.Errorf("session:\n%s %v", out, err)
+	out, err = run("session", id)
+	for _, want := range []string{"User:        alice\n", "UID:         u-1\n", "Groups:      sre\n",
+		"Acting as:   system:serviceaccount:shop:deployer (groups -)\n", "Time:        2026-03-04T10:00:00Z to still open\n",
+		"SPO UID:     spo-7\n", "Same ID:     mallory at 2026-03-04T10:00:01Z from -: sh shop/web-0 (code 403)\n",
+		"└─ 11 cat /etc/shadow (inherited) exit=0 [env_removed]\n", "  12 tar c … shop/web-0 [root_unverified]\n"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("session lacks %q: %v\n%s", want, err, out)
+		}
+	}
+	out, err = run("session", id, "-o", "json")
+	if err != nil || !strings.Contains(out, `"user": {`) || !strings.Contains(out, `"username": "mallory"`) ||
+		!strings.Contains(out, `"requestReceivedTimestamp": "2026-03-04T10:00:00Z"`) || strings.Contains(out, `"endTimestamp"`) {
+		t.Errorf("session -o json: %v\n%s", err, out)
 	}
 	out, err = run("processes", "--attribution", "inherited", "-o", "json")
-	if err != nil || !strings.Contains(out, `"processID": "11-1"`) || strings.Contains(out, `"processID": "10-1"`) {
+	if err != nil || !strings.Contains(out, `"processID": "11-1"`) || strings.Contains(out, `"processID": "10-1"`) ||
+		!strings.Contains(out, `"exit": "2026-03-04T10:00:02Z"`) {
 		t.Errorf("processes -o json: %v\n%s", err, out)
+	}
+	out, err = run("processes", "--pod", "web-0")
+	if err != nil || !strings.Contains(out, "2026-03-04T10:00:01Z  11   shop/web-0") ||
+		!strings.Contains(out, "2026-03-04T10:00:03Z  12   shop/web-0     -  ") {
+		t.Errorf("processes: %v\n%s", err, out)
 	}
 	if _, err := run("session", "nope"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("unknown session: %v", err)
@@ -94,4 +125,43 @@ func openTokens(t *testing.T, path string) *api.TokenFile {
 		t.Fatal(err)
 	}
 	return api.NewTokenAuth(f)
+}
+
+// TestRenderTables: the list tables name the effective user, fall back to
+// the exec time for a process whose fork was not seen, and mark argv the
+// kernel cut.
+func TestRenderTables(t *testing.T) {
+	t0 := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+	rows := func(b fmt.Stringer) []string {
+		var out []string
+		for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+			out = append(out, strings.Join(strings.Fields(l), " "))
+		}
+		return out
+	}
+	var b strings.Builder
+	renderSessions(&b, api.SessionPage{Items: []join.Session{
+		{ExecRecord: auditlog.ExecRecord{AuditID: "a", User: auditlog.UserInfo{Username: "alice"}, Namespace: "shop", Pod: "web-0",
+			RequestReceivedTimestamp: t0, Code: 101, Command: []string{"sh"}}, ProcessCount: 2},
+		{ExecRecord: auditlog.ExecRecord{AuditID: "b", User: auditlog.UserInfo{Username: "bob"},
+			ImpersonatedUser: &auditlog.UserInfo{Username: "deployer"}, Namespace: "shop", Pod: "web-0",
+			Flags: []string{vocab.FlagAuditIDConflict}}},
+	}, NextCursor: "c1"})
+	want := []string{"AUDIT-ID USER NAMESPACE/POD CONTAINER STARTED PROCS CODE FLAGS COMMAND",
+		"a alice shop/web-0 - 2026-03-04T10:00:00Z 2 101 - sh",
+		"b deployer (as, by bob) shop/web-0 - - 0 0 audit_id_conflict",
+		"(more: --all, or the cursor c1)"}
+	if got := rows(&b); !slices.Equal(got, want) {
+		t.Errorf("sessions table:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	b.Reset()
+	renderProcesses(&b, api.ProcessPage{Items: []join.Process{
+		{Exec: capture.Exec{PID: 7, Argv: []string{"tar", "c"}, ArgvTruncated: true}, ExecTime: t0,
+			Attribution: vocab.AttributionHeuristic, Flags: []string{vocab.FlagArgvTruncated}},
+	}})
+	want = []string{"STARTED PID NAMESPACE/POD AUDIT-ID ATTRIBUTION FLAGS ARGV",
+		"2026-03-04T10:00:00Z 7 -/- - heuristic argv_truncated tar c …"}
+	if got := rows(&b); !slices.Equal(got, want) {
+		t.Errorf("processes table:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

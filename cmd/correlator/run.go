@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/execid/correlator/pkg/agent"
-	"github.com/execid/correlator/pkg/alert"
+	"github.com/execid/correlator/pkg/alert/delivery"
 	"github.com/execid/correlator/pkg/api"
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/authn"
@@ -316,7 +316,7 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) (err error) {
 // agentOptions builds the optional parts: rules and sinks, audit lookup.
 // The store itself is always the first lookup: after a restart it holds the
 // records the audit sources will not deliver again.
-func (o *runOptions) agentOptions(ctx context.Context, st agent.SessionReader, log zerolog.Logger, reg prometheus.Registerer) ([]agent.Option, *alert.Dispatcher, error) {
+func (o *runOptions) agentOptions(ctx context.Context, st agent.SessionReader, log zerolog.Logger, reg prometheus.Registerer) ([]agent.Option, *delivery.Dispatcher, error) {
 	eng, disp, err := o.alerts.build(ctx, &o.es, log, reg)
 	if err != nil {
 		return nil, nil, err

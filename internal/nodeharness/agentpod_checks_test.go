@@ -284,7 +284,7 @@ func checkRootExecsInPlace(t *testing.T, n *Node, client *api.Client, agent *Age
 			return err
 		}
 		for _, q := range v.Processes {
-			if len(q.Argv) == 2 && q.Argv[0] == "/bin/echo" && q.Argv[1] == marker && q.Exit != nil {
+			if len(q.Argv) == 2 && q.Argv[0] == "/bin/echo" && q.Argv[1] == marker && !q.Exit.IsZero() {
 				return nil
 			}
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/execid/correlator/internal/ociimage"
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/api"
-	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/join"
 )
 
 // agentSession is one `kubectl exec` of the test: its audit record, the
@@ -170,9 +170,9 @@ func TestAgentPod(t *testing.T) {
 
 // waitAttributed waits for the shell whose argv has marker, in pod, to be
 // attributed one way or another, and returns it.
-func waitAttributed(t *testing.T, client *api.Client, pod, marker string) store.Process {
+func waitAttributed(t *testing.T, client *api.Client, pod, marker string) join.Process {
 	t.Helper()
-	var root store.Process
+	var root join.Process
 	testutil.EventuallyNil(t, func() error {
 		page, err := client.Processes(context.Background(), url.Values{"pod": {pod}, "command": {marker}})
 		if err != nil {
@@ -242,9 +242,9 @@ func checkSession(t *testing.T, client *api.Client, s *agentSession) {
 		}
 		return nil
 	})
-	if v.Username != s.req.User || v.Namespace != s.req.Namespace || v.Pod != s.req.Pod || v.Container != "app" {
+	if v.User.Username != s.req.User || v.Namespace != s.req.Namespace || v.Pod != s.req.Pod || v.Container != "app" {
 		t.Errorf("session %s: user %q in %s/%s/%s, want %q in %s/%s/app",
-			s.req.AuditID, v.Username, v.Namespace, v.Pod, v.Container, s.req.User, s.req.Namespace, s.req.Pod)
+			s.req.AuditID, v.User.Username, v.Namespace, v.Pod, v.Container, s.req.User, s.req.Namespace, s.req.Pod)
 	}
 	switch {
 	case s.req.As == "" && v.ImpersonatedUser != nil:
@@ -262,7 +262,7 @@ func checkSession(t *testing.T, client *api.Client, s *agentSession) {
 				p.Argv, p.Namespace, p.Pod, p.Container, p.ContainerID, s.req.Namespace, s.req.Pod, s.container)
 		}
 	}
-	t.Logf("session %s (%s as %v, %s/%s): %d processes\n%s", s.req.AuditID, v.Username, v.ImpersonatedUser,
+	t.Logf("session %s (%s as %v, %s/%s): %d processes\n%s", s.req.AuditID, v.User.Username, v.ImpersonatedUser,
 		v.Namespace, v.Pod, len(v.Processes), dumpProcesses(v.Processes))
 }
 
@@ -292,7 +292,7 @@ func checkPodProcesses(t *testing.T, client *api.Client, p podSpec, sessions []*
 }
 
 // byMarkerRoot finds the session's root: the shell whose argv has marker.
-func byMarkerRoot(ps []store.Process, marker string) *store.Process {
+func byMarkerRoot(ps []join.Process, marker string) *join.Process {
 	for i := range ps {
 		if ps[i].Filename == "/bin/sh" && strings.Contains(strings.Join(ps[i].Argv, " "), marker) {
 			return &ps[i]
@@ -301,7 +301,7 @@ func byMarkerRoot(ps []store.Process, marker string) *store.Process {
 	return nil
 }
 
-func dumpProcesses(ps []store.Process) string {
+func dumpProcesses(ps []join.Process) string {
 	var b strings.Builder
 	for _, p := range ps {
 		fmt.Fprintf(&b, "  %s parent=%s %s/%s/%s argv=%q audit=%s claimed=%s attr=%s conf=%v flags=%v\n",

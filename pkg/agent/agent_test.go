@@ -14,8 +14,11 @@ import (
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/meta"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/store/sqlite"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // staticMeta maps every container to one pod, as a --pod-map would.
@@ -43,7 +46,7 @@ func execLine(id, user string, at time.Time, stage string) []byte {
 func TestPipelineBothOrders(t *testing.T) {
 	for _, auditFirst := range []bool{true, false} {
 		t.Run(fmt.Sprintf("auditFirst=%v", auditFirst), func(t *testing.T) {
-			st, err := store.Open(filepath.Join(t.TempDir(), "c.db"), store.Config{}, zerolog.Nop())
+			st, err := sqlite.Open(filepath.Join(t.TempDir(), "c.db"), sqlite.Config{}, zerolog.Nop())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,11 +73,14 @@ func TestPipelineBothOrders(t *testing.T) {
 				}
 			}
 			procs := func() {
-				root := capture.Event{Kind: capture.KindExec, Time: now, ProcessID: "100-1", ParentProcessID: "90-1", PID: 100, PPID: 90,
-					Argv: []string{"sh"}, ContainerID: ctr, AuditID: id, Source: capture.SourceEnv, Flags: []string{}}
-				child := capture.Event{Kind: capture.KindExec, Time: now, ProcessID: "101-1", ParentProcessID: "100-1", PID: 101, PPID: 100,
-					Argv: []string{"cat", "/etc/shadow"}, ContainerID: ctr, AuditID: id, Source: capture.SourceInherited,
-					Flags: []string{capture.FlagEnvRemoved}, SessionRootID: "100-1"}
+				root := capture.Event{Exec: capture.Exec{ProcessID: "100-1", ParentProcessID: "90-1", PID: 100, PPID: 90,
+					Argv: []string{"sh"}, ContainerID: ctr}, Kind: capture.KindExec, Time: now,
+					AuditID: id, Source: vocab.SourceEnv, Flags: []string{}}
+				child := capture.Event{Exec: capture.Exec{ProcessID: "101-1", ParentProcessID: "100-1", PID: 101, PPID: 100,
+					Argv: []string{"cat", "/etc/shadow"}, ContainerID: ctr,
+					SessionRootID: "100-1"}, Kind: capture.KindExec, Time: now,
+					AuditID: id, Source: vocab.SourceInherited,
+					Flags: []string{vocab.FlagEnvRemoved}}
 				for _, ev := range []capture.Event{root, child} {
 					if err := a.Process(ctx, ev); err != nil {
 						t.Fatal(err)
@@ -104,7 +110,7 @@ func TestPipelineBothOrders(t *testing.T) {
 			if d, err = st.GetSession(context.Background(), id); err != nil {
 				t.Fatal(err)
 			}
-			if d.Username != "alice" || d.Pod != "web-0" {
+			if d.User.Username != "alice" || d.Pod != "web-0" {
 				t.Errorf("session %+v", d.Session)
 			}
 			var stages []string
@@ -117,14 +123,14 @@ func TestPipelineBothOrders(t *testing.T) {
 			if !slices.Equal(stages, []string{"ResponseComplete", "ResponseStarted"}) {
 				t.Errorf("audit records %+v: want both stages, kept", d.AuditRecords)
 			}
-			got := map[string]store.Process{}
+			got := map[string]join.Process{}
 			for _, p := range d.Processes {
 				got[p.ProcessID] = p
 			}
 			if got["100-1"].Attribution != "audit_id" || got["101-1"].Attribution != "inherited" {
 				t.Errorf("attribution root=%q child=%q", got["100-1"].Attribution, got["101-1"].Attribution)
 			}
-			if fl := got["101-1"].Flags; len(fl) == 0 || fl[0] != capture.FlagEnvRemoved {
+			if fl := got["101-1"].Flags; len(fl) == 0 || fl[0] != vocab.FlagEnvRemoved {
 				t.Errorf("child flags %v", fl)
 			}
 		})

@@ -15,7 +15,7 @@ type Alerter interface {
 	Evaluate(in alert.Input, now time.Time) []store.Alert
 }
 
-// AlertOutlet takes alerts for delivery to SIEMs; *alert.Dispatcher is the
+// AlertOutlet takes alerts for delivery to SIEMs; *delivery.Dispatcher is the
 // production one, durable once Submit returns.
 type AlertOutlet interface {
 	Submit(ctx context.Context, alerts []store.Alert) error

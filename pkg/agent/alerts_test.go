@@ -17,6 +17,8 @@ import (
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/store/sqlite"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 type recordingOutlet struct {
@@ -56,15 +58,15 @@ func (m *mapLookup) LookupExec(_ context.Context, id string) ([]auditlog.ExecRec
 	return m.recs[id], nil
 }
 
-func startAgent(t *testing.T, opts ...Option) (*Agent, *store.Store, *store.Writer) {
+func startAgent(t *testing.T, opts ...Option) (*Agent, *sqlite.Store, *store.Writer) {
 	t.Helper()
 	return startAgentIn(t, staticMeta{ctr: {ContainerID: ctr, Namespace: "kube-system", Pod: "etcd-0", Container: "etcd"}}, opts...)
 }
 
 // startAgentIn runs an agent whose containers resolve through res.
-func startAgentIn(t *testing.T, res Resolver, opts ...Option) (*Agent, *store.Store, *store.Writer) {
+func startAgentIn(t *testing.T, res Resolver, opts ...Option) (*Agent, *sqlite.Store, *store.Writer) {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "c.db"), store.Config{}, zerolog.Nop())
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "c.db"), sqlite.Config{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,9 +94,10 @@ func TestAlertsStoredAndSubmitted(t *testing.T) {
 	out := &recordingOutlet{}
 	a, st, w := startAgent(t, WithAlerts(eng, out))
 	ctx := context.Background()
-	ev := capture.Event{Kind: capture.KindExec, Time: time.Now(), ProcessID: "200-1", ParentProcessID: "199-1",
-		PID: 200, PPID: 199, Argv: []string{"sh"}, ContainerID: ctr, AuditID: "0d8e6c1e-5b5c-4c55-9d7c-6a1f1f6e2f10",
-		Source: capture.SourceEnv, Flags: []string{capture.FlagRootUnverified}}
+	ev := capture.Event{Exec: capture.Exec{ProcessID: "200-1", ParentProcessID: "199-1",
+		PID: 200, PPID: 199, Argv: []string{"sh"}, ContainerID: ctr}, Kind: capture.KindExec, Time: time.Now(),
+		AuditID: "0d8e6c1e-5b5c-4c55-9d7c-6a1f1f6e2f10",
+		Source:  vocab.SourceEnv, Flags: []string{vocab.FlagRootUnverified}}
 	if err := a.Process(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
@@ -147,9 +150,10 @@ func TestAuditLookupAttributes(t *testing.T) {
 	a, st, w := startAgent(t, WithAuditLookup(l, 2))
 	ctx := context.Background()
 	for i, pid := range []uint32{300, 301} {
-		ev := capture.Event{Kind: capture.KindExec, Time: time.Now(), ProcessID: "30" + string(rune('0'+i)) + "-1",
-			ParentProcessID: "299-1", PID: pid, PPID: 299, Argv: []string{"sh"}, ContainerID: ctr, AuditID: id,
-			Source: capture.SourceEnv}
+		ev := capture.Event{Exec: capture.Exec{ProcessID: "30" + string(rune('0'+i)) + "-1",
+			ParentProcessID: "299-1", PID: pid, PPID: 299, Argv: []string{"sh"}, ContainerID: ctr}, Kind: capture.KindExec, Time: time.Now(),
+			AuditID: id,
+			Source:  vocab.SourceEnv}
 		if err := a.Process(ctx, ev); err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +161,7 @@ func TestAuditLookupAttributes(t *testing.T) {
 	testutil.EventuallyNil(t, func() error {
 		w.Flush(ctx)
 		d, err := st.GetSession(ctx, id)
-		if err == nil && d.Username == "alice" && len(d.Processes) == 2 && d.Processes[0].Attribution == "audit_id" {
+		if err == nil && d.User.Username == "alice" && len(d.Processes) == 2 && d.Processes[0].Attribution == "audit_id" {
 			return nil
 		}
 		return fmt.Errorf("not attributed through the lookup: %+v, %v", d, err)

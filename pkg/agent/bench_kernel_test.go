@@ -16,6 +16,7 @@ import (
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/store/sqlite"
 )
 
 // BenchmarkEndToEnd measures exec events per second from the ring buffer
@@ -70,7 +71,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 			b.Fatal(err)
 		}
 		dbPath := filepath.Join(b.TempDir(), "c.db")
-		st, err := store.Open(dbPath, store.Config{}, zerolog.Nop())
+		st, err := sqlite.Open(dbPath, sqlite.Config{}, zerolog.Nop())
 		if err != nil {
 			b.Fatal(err)
 		}

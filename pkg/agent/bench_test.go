@@ -20,6 +20,8 @@ import (
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/store/sqlite"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // Production settings of the store writer, as `correlator run` uses them
@@ -64,7 +66,7 @@ func (c *commitClock) hook(b store.Batch, err error) {
 
 type benchPipeline struct {
 	a      *Agent
-	st     *store.Store
+	st     *sqlite.Store
 	w      *store.Writer
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -72,7 +74,7 @@ type benchPipeline struct {
 
 func newBenchPipeline(b *testing.B, opts ...store.WriterOption) *benchPipeline {
 	b.Helper()
-	st, err := store.Open(filepath.Join(b.TempDir(), "c.db"), store.Config{}, zerolog.Nop())
+	st, err := sqlite.Open(filepath.Join(b.TempDir(), "c.db"), sqlite.Config{}, zerolog.Nop())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -97,9 +99,11 @@ func (p *benchPipeline) close() {
 }
 
 func rootEvent(i int, id string, at time.Time) capture.Event {
-	return capture.Event{Kind: capture.KindExec, Time: at, ProcessID: fmt.Sprintf("%d-1", 1000+i),
+	return capture.Event{Exec: capture.Exec{ProcessID: fmt.Sprintf("%d-1", 1000+i),
 		ParentProcessID: "90-1", PID: uint32(1000 + i), PPID: 90, Argv: []string{"sh"}, Filename: "/bin/sh",
-		ContainerID: ctr, AuditID: id, Source: capture.SourceEnv}
+		ContainerID: ctr}, Kind: capture.KindExec, Time: at,
+
+		AuditID: id, Source: vocab.SourceEnv}
 }
 
 // sendAudit retries while the agent's audit queue is full, as the webhook's
@@ -259,7 +263,7 @@ func BenchmarkLiveProcesses100k(b *testing.B) {
 			}
 			for c := 1; c < perSession; c++ {
 				ev := rootEvent(s*perSession+c, id, at)
-				ev.ParentProcessID, ev.Source, ev.SessionRootID = root.ProcessID, capture.SourceInherited, root.ProcessID
+				ev.ParentProcessID, ev.Source, ev.SessionRootID = root.ProcessID, vocab.SourceInherited, root.ProcessID
 				ev.Argv = []string{"sleep", "infinity"}
 				if err := p.a.Process(ctx, ev); err != nil {
 					b.Fatal(err)

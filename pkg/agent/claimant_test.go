@@ -14,7 +14,9 @@ import (
 	"github.com/execid/correlator/pkg/alert"
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // recordingAlerter keeps every input it evaluates, by process ID.
@@ -60,17 +62,20 @@ func TestClaimantEvaluatedWithClaimedSession(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, w, func() bool { s, err := st.GetSession(ctx, id); return err == nil && s.Username == "alice" })
+	waitFor(t, w, func() bool { s, err := st.GetSession(ctx, id); return err == nil && s.User.Username == "alice" })
 
-	root := capture.Event{Kind: capture.KindExec, Time: now, ProcessID: "100-1", ParentProcessID: "90-1", PID: 100, PPID: 90,
-		Argv: []string{"sh"}, Filename: "/bin/sh", ContainerID: ctr, AuditID: id, Source: capture.SourceEnv}
+	root := capture.Event{Exec: capture.Exec{ProcessID: "100-1", ParentProcessID: "90-1", PID: 100, PPID: 90,
+		Argv: []string{"sh"}, Filename: "/bin/sh", ContainerID: ctr}, Kind: capture.KindExec, Time: now,
+		AuditID: id, Source: vocab.SourceEnv}
 	// Two borrowers, in two batches: the second finds the session only in
 	// the joiner, not in its batch.
 	var borrowers []capture.Event
 	for i, pid := range []uint32{400, 401} {
-		borrowers = append(borrowers, capture.Event{Kind: capture.KindExec, Time: now, ProcessID: []string{"400-1", "401-1"}[i],
+		borrowers = append(borrowers, capture.Event{Exec: capture.Exec{ProcessID: []string{"400-1", "401-1"}[i],
 			ParentProcessID: "50-1", PID: pid, PPID: 50, Argv: []string{"curl", "http://x"}, Filename: "/usr/bin/curl",
-			ContainerID: ctr, AuditID: id, Source: capture.SourceEnv, Flags: []string{capture.FlagRootUnverified}})
+			ContainerID: ctr}, Kind: capture.KindExec, Time: now,
+
+			AuditID: id, Source: vocab.SourceEnv, Flags: []string{vocab.FlagRootUnverified}})
 	}
 	for _, ev := range append([]capture.Event{root}, borrowers...) {
 		if err := a.Process(ctx, ev); err != nil {
@@ -100,13 +105,13 @@ func TestClaimantEvaluatedWithClaimedSession(t *testing.T) {
 			}
 		}
 		var pl struct {
-			Session *store.Session `json:"session"`
-			Claimed *store.Session `json:"claimed"`
+			Session *join.Session `json:"session"`
+			Claimed *join.Session `json:"claimed"`
 		}
 		if err := json.Unmarshal(al.Payload, &pl); err != nil {
 			t.Fatal(err)
 		}
-		if al.AuditID != "" || pl.Session != nil || pl.Claimed == nil || pl.Claimed.Username != "alice" {
+		if al.AuditID != "" || pl.Session != nil || pl.Claimed == nil || pl.Claimed.User.Username != "alice" {
 			t.Errorf("%s: alert session %q, payload session %v, claimed %v: want alice only as claimed", b.ProcessID, al.AuditID, pl.Session, pl.Claimed)
 		}
 		ins := rec.inputs(b.ProcessID)
@@ -120,7 +125,7 @@ func TestClaimantEvaluatedWithClaimedSession(t *testing.T) {
 		}
 	}
 	for _, in := range rec.inputs("100-1") {
-		if in.Session == nil || in.Session.Username != "alice" || in.Claimed != nil {
+		if in.Session == nil || in.Session.User.Username != "alice" || in.Claimed != nil {
 			t.Errorf("root: evaluated with session %v, claimed %v; want its session", in.Session, in.Claimed)
 		}
 	}

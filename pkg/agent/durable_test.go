@@ -12,6 +12,8 @@ import (
 
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 )
 
@@ -134,7 +136,7 @@ func TestAuditSinkRedeliveryAfterRefusal(t *testing.T) {
 
 	// The store is already failing, so the batch is refused at the door
 	// and never held for the writer's retries.
-	w.Add(context.Background(), store.Batch{Processes: []store.Process{{ProcessID: "1-1"}}})
+	w.Add(context.Background(), store.Batch{Processes: []join.Process{{Exec: capture.Exec{ProcessID: "1-1"}}}})
 	testutil.Eventually(t, "the writer failing", func() bool { return w.Healthy() != nil })
 	sink := a.AuditSink()
 	evs := execEvents(t)

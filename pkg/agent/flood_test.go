@@ -17,7 +17,10 @@ import (
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/store/sqlite"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // floodBatch is how many events one webhook POST carries (the apiserver's
@@ -98,7 +101,7 @@ func heapInuse() uint64 {
 func BenchmarkExecFlood(b *testing.B) {
 	for _, n := range []int{100_000, 200_000} {
 		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
-			st, err := store.Open(filepath.Join(b.TempDir(), "c.db"), store.Config{}, zerolog.Nop())
+			st, err := sqlite.Open(filepath.Join(b.TempDir(), "c.db"), sqlite.Config{}, zerolog.Nop())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -135,7 +138,7 @@ func BenchmarkExecFlood(b *testing.B) {
 // are dropped, as if stored.
 type procSink struct {
 	mu    sync.Mutex
-	procs map[string]store.Process
+	procs map[string]join.Process
 }
 
 func (s *procSink) Add(_ context.Context, b store.Batch) error {
@@ -147,7 +150,7 @@ func (s *procSink) Add(_ context.Context, b store.Batch) error {
 	return nil
 }
 
-func (s *procSink) get(id string) store.Process {
+func (s *procSink) get(id string) join.Process {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.procs[id]
@@ -173,7 +176,7 @@ func TestExecFloodBounded(t *testing.T) {
 	// leave out and the holes churn leaves in the heap, and 16 MiB for
 	// what does not scale: 128 MiB with the shipped bounds.
 	budget := uint64(2*(cfg.MaxRecordBytes+cfg.Join.MaxRecordBytes) + 16<<20)
-	sink := &procSink{procs: map[string]store.Process{}}
+	sink := &procSink{procs: map[string]join.Process{}}
 	a, err := New(cfg, staticMeta{ctr: {ContainerID: ctr, Namespace: "shop", Pod: "web-0", Container: "app"}}, sink, zerolog.Nop(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +196,7 @@ func TestExecFloodBounded(t *testing.T) {
 	if err := a.Process(ctx, root); err != nil {
 		t.Fatal(err)
 	}
-	attributed := func(id, want string) func() bool {
+	attributed := func(id string, want vocab.Attribution) func() bool {
 		return func() bool { p := sink.get(id); return p.Attribution == want }
 	}
 	testutil.Eventually(t, "the live session's root is attributed", attributed(root.ProcessID, "audit_id"))
@@ -208,7 +211,7 @@ func TestExecFloodBounded(t *testing.T) {
 	}
 
 	child := rootEvent(1, live, at)
-	child.ParentProcessID, child.Source, child.SessionRootID = root.ProcessID, capture.SourceInherited, root.ProcessID
+	child.ParentProcessID, child.Source, child.SessionRootID = root.ProcessID, vocab.SourceInherited, root.ProcessID
 	newest := rootEvent(2, allowed, at)
 	replay := rootEvent(3, denied, at)
 	for _, ev := range []capture.Event{child, newest, replay} {
@@ -234,7 +237,7 @@ func TestExecFloodBounded(t *testing.T) {
 // bound is read back from the store when a process carries its ID, so the
 // bound loses no attribution, only time.
 func TestShedRecordComesBack(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), "c.db"), store.Config{}, zerolog.Nop())
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "c.db"), sqlite.Config{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/execid/correlator/pkg/auditlog"
-	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/join"
 )
 
 // lookupState asks an audit lookup (Elasticsearch) for the records of IDs
@@ -45,7 +45,7 @@ func WithAuditLookup(l auditlog.Lookup, workers int) Option {
 
 // wantLookups queues a lookup for every unattributed process whose ID has
 // no record in the joiner.
-func (a *Agent) wantLookups(procs []store.Process) {
+func (a *Agent) wantLookups(procs []join.Process) {
 	if a.lookup == nil {
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	tu "github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 type nopSink struct{}
@@ -37,9 +38,10 @@ func TestJoinLossExported(t *testing.T) {
 	go func() { defer close(ran); a.Run(ctx) }()
 	defer func() { cancel(); <-ran }()
 	for i := range 5 {
-		ev := capture.Event{Kind: capture.KindExec, Time: time.Now(), ProcessID: fmt.Sprintf("%d-1", 300+i),
-			PID: uint32(300 + i), PPID: 1, ContainerID: ctr, AuditID: fmt.Sprintf("0d8e6c1e-5b5c-4c55-9d7c-6a1f1f6e2f%02d", i),
-			Source: capture.SourceEnv}
+		ev := capture.Event{Exec: capture.Exec{ProcessID: fmt.Sprintf("%d-1", 300+i),
+			PID: uint32(300 + i), PPID: 1, ContainerID: ctr}, Kind: capture.KindExec, Time: time.Now(),
+			AuditID: fmt.Sprintf("0d8e6c1e-5b5c-4c55-9d7c-6a1f1f6e2f%02d", i),
+			Source:  vocab.SourceEnv}
 		if err := a.Process(ctx, ev); err != nil {
 			t.Fatal(err)
 		}

@@ -17,8 +17,10 @@ import (
 	"github.com/execid/correlator/pkg/alert"
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/meta"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // labelRules: two rules on the pod label app=payments, one per scope, and
@@ -111,9 +113,10 @@ func TestPodLabelRules(t *testing.T) {
 	// sessions below by pod (heuristic attribution), which would evaluate
 	// those sessions with a process and its labels.
 	for i, c := range []struct{ pid, ctr string }{{"pay", ctrPay}, {"web", ctrWeb}, {"plain", ctrPlain}} {
-		ev := capture.Event{Kind: capture.KindExec, Time: time.Now(), ProcessID: c.pid + "-1", ParentProcessID: "1-1",
-			PID: uint32(100 + i), PPID: 1, Filename: "/bin/sh", Argv: []string{"sh"}, ContainerID: c.ctr,
-			AuditID: "b0000000-0000-4000-8000-00000000000" + string(rune('1'+i)), Source: capture.SourceEnv}
+		ev := capture.Event{Exec: capture.Exec{ProcessID: c.pid + "-1", ParentProcessID: "1-1",
+			PID: uint32(100 + i), PPID: 1, Filename: "/bin/sh", Argv: []string{"sh"}, ContainerID: c.ctr}, Kind: capture.KindExec, Time: time.Now(),
+
+			AuditID: "b0000000-0000-4000-8000-00000000000" + string(rune('1'+i)), Source: vocab.SourceEnv}
 		if err := a.Process(ctx, ev); err != nil {
 			t.Fatal(err)
 		}
@@ -173,11 +176,11 @@ func TestPodLabelRulesProcessOverSession(t *testing.T) {
 	c.set(&meta.Info{Namespace: "shop", Pod: "web-0", Labels: map[string]string{"app": "web"}})
 	eng := &labelSpy{}
 	a := &Agent{alerter: eng, labels: c}
-	sess := store.Session{AuditID: "s1", Namespace: "shop", Pod: "pay-0"}
-	b := store.Batch{Sessions: []store.Session{sess}, Processes: []store.Process{
-		{ProcessID: "own", AuditID: "s1", Namespace: "shop", Pod: "web-0"},
-		{ProcessID: "unnamed", AuditID: "s1"},
-		{ProcessID: "claimant", ClaimedAuditID: "s1"},
+	sess := join.Session{ExecRecord: auditlog.ExecRecord{AuditID: "s1", Namespace: "shop", Pod: "pay-0"}}
+	b := store.Batch{Sessions: []join.Session{sess}, Processes: []join.Process{
+		{Exec: capture.Exec{ProcessID: "own"}, AuditID: "s1", Namespace: "shop", Pod: "web-0"},
+		{Exec: capture.Exec{ProcessID: "unnamed"}, AuditID: "s1"},
+		{Exec: capture.Exec{ProcessID: "claimant"}, ClaimedAuditID: "s1"},
 	}}
 	a.evaluate(&b, time.Now())
 	want := map[string]string{"session": "payments", "own": "web", "unnamed": "payments", "claimant": ""}
@@ -286,8 +289,9 @@ func TestPodLabelLossExported(t *testing.T) {
 	go func() { defer close(ran); a.Run(ctx) }()
 	defer func() { cancel(); <-ran }()
 	for id := range res {
-		ev := capture.Event{Kind: capture.KindExec, Time: time.Now(), ProcessID: id[:4] + "-1", PID: 10, PPID: 1,
-			ContainerID: id, Source: capture.SourceEnv}
+		ev := capture.Event{Exec: capture.Exec{ProcessID: id[:4] + "-1", PID: 10, PPID: 1,
+			ContainerID: id}, Kind: capture.KindExec, Time: time.Now(),
+			Source: vocab.SourceEnv}
 		if err := a.Process(ctx, ev); err != nil {
 			t.Fatal(err)
 		}

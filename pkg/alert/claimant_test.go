@@ -1,18 +1,17 @@
 package alert
 
 import (
-	"strings"
 	"testing"
 
-	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/auditlog"
 )
 
 // claimedVictim makes the claimed session differ from the claimant in
 // everything a rule could match, so that a leak into a key shows.
 func claimedVictim(in *Input) {
 	c := in.Claimed
-	c.ImpersonatedUser = &store.UserInfo{Username: "admin", Groups: []string{"system:masters"}}
-	c.UID, c.SourceIPs = "u-1", []string{"10.0.0.7"}
+	c.ImpersonatedUser = &auditlog.UserInfo{Username: "admin", Groups: []string{"system:masters"}}
+	c.User.UID, c.SourceIPs = "u-1", []string{"10.0.0.7"}
 	c.Namespace, c.Pod, c.Container = "kube-system", "etcd-0", "etcd"
 	c.Command, c.Env, c.TTY, c.Stdin = []string{"cat", "/etc/shadow"}, []string{"LD_PRELOAD=/x.so"}, true, true
 	c.Flags = []string{"audit_id_conflict"}
@@ -118,27 +117,5 @@ func TestClaimantFields(t *testing.T) {
 				t.Errorf("message\n%q, want\n%q", alerts[0].Message, tc.want)
 			}
 		})
-	}
-}
-
-// TestClaimantSyslog: syslog and CEF take the user from the payload's
-// session, so a claimant's alert names no user there.
-func TestClaimantSyslog(t *testing.T) {
-	in := claimantInput()
-	in.Process.Flags = []string{"root_unverified"}
-	alerts := newTestEngine(t, DefaultRules(), nil).Evaluate(in, t0)
-	if len(alerts) != 1 || alerts[0].Rule != "borrowed-audit-id" {
-		t.Fatalf("raised %v, want borrowed-audit-id", ruleNames(alerts))
-	}
-	for _, format := range []string{FormatRFC5424, FormatCEF} {
-		line := string(formatSyslog(&alerts[0], 1, "node-1", "1", "test", format, 0))
-		for _, bad := range []string{` user="`, "suser=", "duser=", "cs1="} {
-			if strings.Contains(line, bad) {
-				t.Errorf("%s: %q names the claimed session as the process's: %s", format, bad, line)
-			}
-		}
-		if !strings.Contains(line, "1234-1700000000000000000") {
-			t.Errorf("%s: the process is not named: %s", format, line)
-		}
 	}
 }

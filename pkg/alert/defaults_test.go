@@ -6,7 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/join"
 )
 
 // TestDefaultRules has a positive and a negative case per shipped rule;
@@ -38,7 +39,7 @@ func TestDefaultRules(t *testing.T) {
 			return in
 		}
 	}
-	shell := func(mod func(*store.Session)) func() Input {
+	shell := func(mod func(*join.Session)) func() Input {
 		return func() Input {
 			s := session()
 			s.Command, s.TTY, s.Stdin = []string{"/bin/bash"}, true, true
@@ -92,16 +93,16 @@ func TestDefaultRules(t *testing.T) {
 			return Input{Session: s}
 		}, nil},
 		{"interactive bash", shell(nil), []string{"interactive-shell"}},
-		{"interactive busybox sh", shell(func(s *store.Session) { s.Command = []string{"busybox", "sh"} }), []string{"interactive-shell"}},
-		{"interactive /bin/sh -i", shell(func(s *store.Session) { s.Command = []string{"/bin/sh", "-i"} }), []string{"interactive-shell"}},
-		{"interactive shell by system:masters", shell(func(s *store.Session) { s.Groups = append(s.Groups, "system:masters") }), nil},
-		{"interactive shell impersonating system:masters", shell(func(s *store.Session) {
-			s.ImpersonatedUser = &store.UserInfo{Username: "admin", Groups: []string{"system:masters"}}
+		{"interactive busybox sh", shell(func(s *join.Session) { s.Command = []string{"busybox", "sh"} }), []string{"interactive-shell"}},
+		{"interactive /bin/sh -i", shell(func(s *join.Session) { s.Command = []string{"/bin/sh", "-i"} }), []string{"interactive-shell"}},
+		{"interactive shell by system:masters", shell(func(s *join.Session) { s.User.Groups = append(s.User.Groups, "system:masters") }), nil},
+		{"interactive shell impersonating system:masters", shell(func(s *join.Session) {
+			s.ImpersonatedUser = &auditlog.UserInfo{Username: "admin", Groups: []string{"system:masters"}}
 		}), nil},
-		{"shell without tty", shell(func(s *store.Session) { s.TTY = false }), nil},
-		{"shell without stdin", shell(func(s *store.Session) { s.Stdin = false }), nil},
-		{"interactive non-shell (top)", shell(func(s *store.Session) { s.Command = []string{"top"} }), nil},
-		{"interactive bashful is not bash", shell(func(s *store.Session) { s.Command = []string{"bashful"} }), nil},
+		{"shell without tty", shell(func(s *join.Session) { s.TTY = false }), nil},
+		{"shell without stdin", shell(func(s *join.Session) { s.Stdin = false }), nil},
+		{"interactive non-shell (top)", shell(func(s *join.Session) { s.Command = []string{"top"} }), nil},
+		{"interactive bashful is not bash", shell(func(s *join.Session) { s.Command = []string{"bashful"} }), nil},
 		{"--env LD_PRELOAD", func() Input {
 			s := session()
 			s.Env = []string{"KUBERNETES_EXEC_AUDIT_ID=x", "LD_PRELOAD=/tmp/x.so"}
@@ -170,7 +171,7 @@ func TestDefaultRulesShellAllowGroups(t *testing.T) {
 		groups []string
 		want   bool
 	}{{[]string{"dev"}, true}, {[]string{"oncall-eu"}, false}, {[]string{"sre"}, false}, {[]string{"system:masters"}, true}} {
-		s.Groups = tc.groups
+		s.User.Groups = tc.groups
 		e := newTestEngine(t, rules, nil)
 		got := slices.Contains(ruleNames(e.Evaluate(Input{Session: s}, t0)), "interactive-shell")
 		if got != tc.want {
@@ -229,7 +230,7 @@ func TestDefaultRulesClaimantMessages(t *testing.T) {
 			in := claimantInput()
 			in.Process.Flags = tc.flags
 			if tc.imp {
-				in.Claimed.ImpersonatedUser = &store.UserInfo{Username: "admin", Groups: []string{"system:masters"}}
+				in.Claimed.ImpersonatedUser = &auditlog.UserInfo{Username: "admin", Groups: []string{"system:masters"}}
 			}
 			alerts := newTestEngine(t, DefaultRules(), nil).Evaluate(in, t0)
 			if len(alerts) != len(tc.want) {
@@ -243,13 +244,13 @@ func TestDefaultRulesClaimantMessages(t *testing.T) {
 					t.Errorf("%s: alert names session %q, process %q; want no session, the process", a.Rule, a.AuditID, a.ProcessID)
 				}
 				var pl struct {
-					Session *store.Session `json:"session"`
-					Claimed *store.Session `json:"claimed"`
+					Session *join.Session `json:"session"`
+					Claimed *join.Session `json:"claimed"`
 				}
 				if err := json.Unmarshal(a.Payload, &pl); err != nil {
 					t.Fatal(err)
 				}
-				if pl.Session != nil || pl.Claimed == nil || pl.Claimed.Username != "alice@example.com" {
+				if pl.Session != nil || pl.Claimed == nil || pl.Claimed.User.Username != "alice@example.com" {
 					t.Errorf("%s: payload session %v, claimed %v; want none, alice's", a.Rule, pl.Session, pl.Claimed)
 				}
 			}

@@ -11,6 +11,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
 
 	"github.com/execid/correlator/pkg/store"
@@ -38,8 +39,8 @@ type engineOptions struct{ recentIDs int }
 func WithRecentIDs(n int) EngineOption { return func(o *engineOptions) { o.recentIDs = n } }
 
 // NewEngine compiles rules (those from ParseRules already are) and
-// registers the engine's metrics on reg, if not nil. A rule that does not
-// compile is an error naming it.
+// registers the engine's metrics on reg, if not nil (registering them twice
+// panics). A rule that does not compile is an error naming it.
 func NewEngine(rules []Rule, log zerolog.Logger, reg prometheus.Registerer, opts ...EngineOption) (*Engine, error) {
 	o := engineOptions{recentIDs: DefaultRecentIDs}
 	for _, opt := range opts {
@@ -59,11 +60,7 @@ func NewEngine(rules []Rule, log zerolog.Logger, reg prometheus.Registerer, opts
 		seen[r.Name] = true
 		e.rules = append(e.rules, r)
 	}
-	m, err := newEngineMetrics(reg, e.rules)
-	if err != nil {
-		return nil, fmt.Errorf("registering alert engine metrics: %w", err)
-	}
-	e.m = m
+	e.m = newEngineMetrics(reg, e.rules)
 	if o.recentIDs > 0 {
 		e.recent, _ = lru.New[string, struct{}](o.recentIDs)
 	}
@@ -198,25 +195,26 @@ type engineMetrics struct {
 	suppressed         prometheus.Counter
 }
 
-func newEngineMetrics(reg prometheus.Registerer, rules []Rule) (*engineMetrics, error) {
+func newEngineMetrics(reg prometheus.Registerer, rules []Rule) *engineMetrics {
+	f := promauto.With(reg)
 	m := &engineMetrics{
-		evaluations: prometheus.NewCounter(prometheus.CounterOpts{
+		evaluations: f.NewCounter(prometheus.CounterOpts{
 			Name: "correlator_alert_evaluations_total",
 			Help: "Inputs (sessions or processes) evaluated against the alert rules.",
 		}),
-		matches: prometheus.NewCounterVec(prometheus.CounterOpts{
+		matches: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "correlator_alert_rule_matches_total",
 			Help: "Alerts raised, by rule (repeats suppressed by ID are not counted).",
 		}, []string{"rule"}),
-		templateUnresolved: prometheus.NewCounterVec(prometheus.CounterOpts{
+		templateUnresolved: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "correlator_alert_template_unresolved_total",
 			Help: "Message template references left verbatim because the input lacked them (a pod label), by rule.",
 		}, []string{"rule"}),
-		ruleErrors: prometheus.NewCounter(prometheus.CounterOpts{
+		ruleErrors: f.NewCounter(prometheus.CounterOpts{
 			Name: "correlator_alert_rule_errors_total",
 			Help: "Alert rules skipped because they did not parse or compile.",
 		}),
-		suppressed: prometheus.NewCounter(prometheus.CounterOpts{
+		suppressed: f.NewCounter(prometheus.CounterOpts{
 			Name: "correlator_alert_suppressed_total",
 			Help: "Matches not raised again because an alert with the same ID was raised recently.",
 		}),
@@ -225,13 +223,5 @@ func newEngineMetrics(reg prometheus.Registerer, rules []Rule) (*engineMetrics, 
 		m.matches.WithLabelValues(r.Name)
 		m.templateUnresolved.WithLabelValues(r.Name)
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.evaluations, m.matches, m.templateUnresolved, m.ruleErrors, m.suppressed} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
+	return m
 }

@@ -93,7 +93,7 @@ func TestPayload(t *testing.T) {
 	var p struct {
 		Rule    struct{ Name, Severity string }
 		Matched string
-		Session struct{ Username string }
+		Session struct{ User struct{ Username string } }
 		Process struct{ ProcessID string }
 		Labels  map[string]string
 	}
@@ -101,7 +101,7 @@ func TestPayload(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p.Rule.Name != "tamper-denied-exec" || p.Rule.Severity != "critical" || p.Matched != "flags=denied_exec" ||
-		p.Session.Username != "alice@example.com" || p.Process.ProcessID != in.Process.ProcessID || p.Labels["app"] != "web" {
+		p.Session.User.Username != "alice@example.com" || p.Process.ProcessID != in.Process.ProcessID || p.Labels["app"] != "web" {
 		t.Errorf("payload %s", a[0].Payload)
 	}
 }

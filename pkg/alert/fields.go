@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/join"
 )
 
 // fieldNames are the $(field) names a message template may use. Values are
@@ -46,7 +46,7 @@ func (in *Input) field(r *Rule, matched, name string) (string, bool) {
 		return matched, true
 	case "user":
 		if s != nil {
-			return s.Username, true
+			return s.User.Username, true
 		}
 	case "impersonatedUser":
 		if s != nil && s.ImpersonatedUser != nil {
@@ -54,7 +54,7 @@ func (in *Input) field(r *Rule, matched, name string) (string, bool) {
 		}
 	case "userUID":
 		if s != nil {
-			return s.UID, true
+			return s.User.UID, true
 		}
 	case "groups":
 		return strings.Join(in.groups(), ","), true
@@ -88,19 +88,19 @@ func (in *Input) field(r *Rule, matched, name string) (string, bool) {
 		}
 	case "pid":
 		if p != nil {
-			return strconv.Itoa(p.PID), true
+			return strconv.FormatUint(uint64(p.PID), 10), true
 		}
 	case "ppid":
 		if p != nil {
-			return strconv.Itoa(p.PPID), true
+			return strconv.FormatUint(uint64(p.PPID), 10), true
 		}
 	case "processUID":
 		if p != nil {
-			return strconv.Itoa(p.UID), true
+			return strconv.FormatUint(uint64(p.UID), 10), true
 		}
 	case "attribution":
 		if p != nil {
-			return p.Attribution, true
+			return string(p.Attribution), true
 		}
 	case "flags":
 		return strings.Join(in.flags(), ","), true
@@ -134,11 +134,11 @@ func (in *Input) field(r *Rule, matched, name string) (string, bool) {
 
 // displayUser is a session's username, with " as NAME" when it
 // impersonated NAME.
-func displayUser(s *store.Session) string {
+func displayUser(s *join.Session) string {
 	if s.ImpersonatedUser != nil {
-		return s.Username + " as " + s.ImpersonatedUser.Username
+		return s.User.Username + " as " + s.ImpersonatedUser.Username
 	}
-	return s.Username
+	return s.User.Username
 }
 
 // auditID is the session's ID, else the process's; never a claimed one.

@@ -1,50 +1,52 @@
 package alert
 
 import (
-	"context"
-	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // session returns a plain, unremarkable exec session.
-func session() *store.Session {
-	return &store.Session{
+func session() *join.Session {
+	return &join.Session{ExecRecord: auditlog.ExecRecord{
 		AuditID:   "5b5e2e4c-0000-4000-8000-000000000001",
-		Username:  "alice@example.com",
-		Groups:    []string{"system:authenticated", "dev"},
+		User:      auditlog.UserInfo{Username: "alice@example.com", Groups: []string{"system:authenticated", "dev"}},
 		Namespace: "shop",
 		Pod:       "web-0",
 		Container: "app",
 		Command:   []string{"ls", "-l"},
 		Verb:      "create",
 		Code:      101,
-	}
+	}}
 }
 
 // process returns a process attributed to session().
-func process() *store.Process {
-	return &store.Process{
-		ProcessID:   "1234-1700000000000000000",
-		PID:         1234,
-		PPID:        1,
-		Filename:    "/bin/ls",
-		Argv:        []string{"ls", "-l"},
+func process() *join.Process {
+	return &join.Process{
+		Exec: capture.Exec{
+			ProcessID: "1234-1700000000000000000",
+			PID:       1234,
+			PPID:      1,
+			Filename:  "/bin/ls",
+			Argv:      []string{"ls", "-l"},
+		},
 		Namespace:   "shop",
 		Pod:         "web-0",
 		Container:   "app",
 		Start:       t0,
 		AuditID:     "5b5e2e4c-0000-4000-8000-000000000001",
-		Attribution: store.AttributionAuditID,
-		Source:      "env",
+		Attribution: vocab.AttributionAuditID,
+		Source:      vocab.SourceEnv,
 	}
 }
 
@@ -72,31 +74,4 @@ func ruleNames(alerts []store.Alert) []string {
 		n = append(n, a.Rule)
 	}
 	return n
-}
-
-// countingSink counts alerts its sink accepted.
-type countingSink struct {
-	Deliverer
-	mu sync.Mutex
-	n  *int
-}
-
-func (c *countingSink) Deliver(ctx context.Context, alerts []store.Alert) error {
-	err := c.Deliverer.Deliver(ctx, alerts)
-	if err == nil {
-		c.mu.Lock()
-		*c.n += len(alerts)
-		c.mu.Unlock()
-	}
-	return err
-}
-
-func (c *countingSink) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return *c.n
-}
-
-func marshalPayload(s *store.Session) ([]byte, error) {
-	return json.Marshal(payload{Input: &Input{Session: s}})
 }

@@ -5,13 +5,13 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/join"
 )
 
 // Input is what rules see: a session, a process, or both (a process with
 // its session).
 type Input struct {
-	Session *store.Session `json:"session,omitempty"`
+	Session *join.Session `json:"session,omitempty"`
 	// Claimed is the session whose ID Process carried without being
 	// attributed to it (a claimant: Process.AuditID is empty and
 	// Process.ClaimedAuditID is Claimed.AuditID). It is the victim's
@@ -19,8 +19,8 @@ type Input struct {
 	// claimedUser keys and the claimedUser field, never user, group, the
 	// location keys, command, flags or auditID. It is ignored unless
 	// Process is a claimant of it.
-	Claimed *store.Session    `json:"claimed,omitempty"`
-	Process *store.Process    `json:"process,omitempty"`
+	Claimed *join.Session     `json:"claimed,omitempty"`
+	Process *join.Process     `json:"process,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"` // pod labels when known
 }
 
@@ -32,7 +32,7 @@ func (in *Input) claimant() bool {
 
 // claimed is the session the input's process claimed, when it is a
 // claimant and the session is known.
-func (in *Input) claimed() *store.Session {
+func (in *Input) claimed() *join.Session {
 	if !in.claimant() || in.Claimed == nil || in.Claimed.AuditID != in.Process.ClaimedAuditID {
 		return nil
 	}
@@ -50,11 +50,11 @@ func (in *Input) users() []string {
 	return sessionUsers(in.Session)
 }
 
-func sessionUsers(s *store.Session) []string {
+func sessionUsers(s *join.Session) []string {
 	if s == nil {
 		return nil
 	}
-	u := []string{s.Username}
+	u := []string{s.User.Username}
 	if s.ImpersonatedUser != nil {
 		u = append(u, s.ImpersonatedUser.Username)
 	}
@@ -65,7 +65,7 @@ func (in *Input) groups() []string {
 	if in.Session == nil {
 		return nil
 	}
-	g := in.Session.Groups
+	g := in.Session.User.Groups
 	if in.Session.ImpersonatedUser != nil {
 		g = append(slices.Clip(g), in.Session.ImpersonatedUser.Groups...)
 	}
@@ -211,7 +211,7 @@ func (mt *matcher) match(m *Match) bool {
 		if in.Process == nil || !slices.Contains(m.Attribution, in.Process.Attribution) {
 			return false
 		}
-		mt.facts = append(mt.facts, "attribution="+in.Process.Attribution)
+		mt.facts = append(mt.facts, "attribution="+string(in.Process.Attribution))
 	}
 	if m.Flags != nil && !mt.flagsMatch(m.Flags) {
 		return false

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // Severities, lowest first.
@@ -56,11 +58,11 @@ type Match struct {
 	// EnvName matches names the caller passed into the exec environment:
 	// the session's --env list, and NAME=value words after a leading
 	// `env` in the session command.
-	EnvName     *Patterns  `json:"envName,omitempty"`
-	Attribution []string   `json:"attribution,omitempty"`
-	Flags       *FlagMatch `json:"flags,omitempty"`
-	TTY         *bool      `json:"tty,omitempty"`
-	Stdin       *bool      `json:"stdin,omitempty"`
+	EnvName     *Patterns           `json:"envName,omitempty"`
+	Attribution []vocab.Attribution `json:"attribution,omitempty"`
+	Flags       *FlagMatch          `json:"flags,omitempty"`
+	TTY         *bool               `json:"tty,omitempty"`
+	Stdin       *bool               `json:"stdin,omitempty"`
 	// Claimant matches whether the process carried a session's ID without
 	// being attributed to it (AuditID empty, ClaimedAuditID set).
 	Claimant *bool `json:"claimant,omitempty"`

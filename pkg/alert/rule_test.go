@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 func TestParseRulesErrors(t *testing.T) {
@@ -83,11 +85,11 @@ rules:
 	}
 	// Each condition must be able to fail on its own.
 	for name, mod := range map[string]func(*Input){
-		"user":        func(in *Input) { in.Session.Username = "bob" },
-		"group":       func(in *Input) { in.Session.Groups = []string{"ops-10"} },
+		"user":        func(in *Input) { in.Session.User.Username = "bob" },
+		"group":       func(in *Input) { in.Session.User.Groups = []string{"ops-10"} },
 		"command":     func(in *Input) { in.Session.Command = []string{"rm"}; in.Process.Argv = []string{"lsof"} },
 		"label":       func(in *Input) { in.Labels = nil },
-		"attribution": func(in *Input) { in.Process.Attribution = store_heuristic },
+		"attribution": func(in *Input) { in.Process.Attribution = vocab.AttributionHeuristic },
 		"allOf":       func(in *Input) { in.Process.Flags = []string{"fz"} },
 		"anyOf":       func(in *Input) { in.Process.Flags = []string{"fx"} },
 	} {
@@ -99,8 +101,6 @@ rules:
 		}
 	}
 }
-
-const store_heuristic = "heuristic"
 
 func TestRuleErrorsCounted(t *testing.T) {
 	_, err := ParseRules([]byte("rules:\n- name: a\n  severity: x\n  message: m\n  match: {user: u}\n- name: b\n  severity: y\n  message: m\n  match: {user: u}\n"))

@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/join"
 )
 
 // Client queries a correlator API server; the CLI uses it.
@@ -21,8 +21,8 @@ type Client struct {
 
 // SessionPage and ProcessPage are list responses.
 type (
-	SessionPage = Page[store.Session]
-	ProcessPage = Page[store.Process]
+	SessionPage = Page[join.Session]
+	ProcessPage = Page[join.Process]
 )
 
 // Sessions lists sessions with the given filters (user, pod, since, …).

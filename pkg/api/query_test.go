@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 )
 
@@ -64,7 +65,7 @@ func TestTimeBoundsOutOfRange(t *testing.T) {
 		}
 	}
 	// A far-future until must not turn into "before everything".
-	var got Page[store.Session]
+	var got Page[join.Session]
 	if code := get(t, srv, tok, "/api/v1/sessions?until="+url.QueryEscape("2262-01-01T00:00:00Z"), &got); code != 200 ||
 		len(got.Items) != 2 {
 		t.Errorf("sessions until 2262: %d %d items, want 2", code, len(got.Items))

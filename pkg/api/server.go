@@ -13,14 +13,15 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 )
 
 // Reader is the part of a store the API reads.
 type Reader interface {
-	ListSessions(ctx context.Context, f store.SessionFilter) ([]store.Session, string, error)
+	ListSessions(ctx context.Context, f store.SessionFilter) ([]join.Session, string, error)
 	GetSession(ctx context.Context, auditID string) (store.SessionDetail, error)
-	ListProcesses(ctx context.Context, f store.ProcessFilter) ([]store.Process, string, error)
+	ListProcesses(ctx context.Context, f store.ProcessFilter) ([]join.Process, string, error)
 	ListAlerts(ctx context.Context, f store.AlertFilter) ([]store.Alert, string, error)
 }
 
@@ -59,10 +60,10 @@ func NewHandler(r Reader, cfg Config, log zerolog.Logger) http.Handler {
 	}
 	s := &server{r: r, cfg: cfg, log: log.With().Str("component", "api").Logger()}
 	mux := http.NewServeMux()
-	mux.Handle("GET /api/v1/sessions", s.auth(s.listSessions))
+	mux.Handle("GET /api/v1/sessions", s.auth(list(s, filterParams, sessionFilter, r.ListSessions)))
 	mux.Handle("GET /api/v1/sessions/{auditID}", s.auth(s.getSession))
-	mux.Handle("GET /api/v1/processes", s.auth(s.listProcesses))
-	mux.Handle("GET /api/v1/alerts", s.auth(s.listAlerts))
+	mux.Handle("GET /api/v1/processes", s.auth(list(s, processParams, processFilter, r.ListProcesses)))
+	mux.Handle("GET /api/v1/alerts", s.auth(list(s, alertParams, alertFilter, r.ListAlerts)))
 	mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(openAPI)
@@ -109,12 +110,6 @@ func (s *server) ready(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	w.Write([]byte("ok\n"))
-}
-
-// Page is the envelope of every list response.
-type Page[T any] struct {
-	Items      []T    `json:"items"`
-	NextCursor string `json:"nextCursor,omitempty"`
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -16,7 +16,12 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/store/sqlite"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 var t0 = time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
@@ -25,29 +30,44 @@ var t0 = time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
 // SQLite file, and serves the API on a loopback socket.
 func fixture(t *testing.T) (*httptest.Server, string) {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "c.db"), store.Config{}, zerolog.Nop())
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "c.db"), sqlite.Config{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	end := t0.Add(5 * time.Minute)
+	end, zero := t0.Add(5*time.Minute), 0
 	b := store.Batch{
-		Sessions: []store.Session{
-			{AuditID: "aaaa", Username: "alice", Groups: []string{"sre"}, Namespace: "shop", Pod: "web-0", Container: "app",
-				Command: []string{"sh"}, Verb: "get", Subresource: "exec", Code: 101, Decision: "allow", RequestReceived: t0, End: &end},
-			{AuditID: "bbbb", Username: "bob", Groups: []string{"dev"}, Namespace: "shop", Pod: "web-0", Container: "app",
-				Command: []string{"bash", "-c", "curl evil"}, Verb: "create", Subresource: "exec", Code: 101, RequestReceived: t0.Add(time.Minute)},
+		Sessions: []join.Session{
+			{ExecRecord: auditlog.ExecRecord{AuditID: "aaaa", User: auditlog.UserInfo{Username: "alice", Groups: []string{"sre"}},
+				Namespace: "shop", Pod: "web-0", Container: "app", Command: []string{"sh"}, Verb: "get", Subresource: "exec",
+				Stages: []string{auditlog.StageRequestReceived, auditlog.StageResponseComplete}, Code: 101, Decision: "allow",
+				RequestURI: "/api/v1/namespaces/shop/pods/web-0/exec?command=sh&container=app", RequestReceivedTimestamp: t0,
+				EndTimestamp: end, Annotations: map[string]string{auditlog.AnnotationDecision: "allow"}},
+				Conflicts: []auditlog.ExecRecord{{AuditID: "aaaa", User: auditlog.UserInfo{Username: "mallory"}, Namespace: "shop",
+					Pod: "web-0", Verb: "create", Subresource: "exec", Stages: []string{auditlog.StageRequestReceived},
+					Flags: []string{vocab.FlagAuditIDConflict}}}},
+			{ExecRecord: auditlog.ExecRecord{AuditID: "bbbb", User: auditlog.UserInfo{Username: "bob", Groups: []string{"dev"}},
+				ImpersonatedUser: &auditlog.UserInfo{Username: "deployer"}, Namespace: "shop", Pod: "web-0", Container: "app",
+				Command: []string{"bash", "-c", "curl evil"}, Verb: "create", Subresource: "exec", Stages: []string{}, Code: 101,
+				RequestReceivedTimestamp: t0.Add(time.Minute)}, SPOExecRequestUID: "spo-1"},
 		},
-		Processes: []store.Process{
-			{ProcessID: "10-1", PID: 10, Filename: "/bin/sh", Argv: []string{"sh"}, Namespace: "shop", Pod: "web-0", Container: "app",
-				Start: t0.Add(time.Second), AuditID: "aaaa", Attribution: store.AttributionAuditID, Source: "env"},
-			{ProcessID: "11-2", ParentProcessID: "10-1", PID: 11, Filename: "/bin/ls", Argv: []string{"ls", "/"}, Namespace: "shop", Pod: "web-0",
-				Container: "app", Start: t0.Add(2 * time.Second), AuditID: "aaaa", Attribution: store.AttributionInherited, Source: "inherited"},
-			{ProcessID: "12-3", ParentProcessID: "11-2", PID: 12, Filename: "/bin/cat", Argv: []string{"cat", "/etc/shadow"}, Namespace: "shop",
-				Pod: "web-0", Container: "app", Start: t0.Add(3 * time.Second), AuditID: "aaaa", Attribution: store.AttributionInherited,
-				Source: "inherited", Flags: []string{"env_removed"}},
-			{ProcessID: "20-4", PID: 20, Filename: "/bin/bash", Argv: []string{"bash", "-c", "curl evil"}, Namespace: "shop", Pod: "web-0",
-				Container: "app", Start: t0.Add(61 * time.Second), AuditID: "bbbb", Attribution: store.AttributionAuditID, Source: "env"},
+		Processes: []join.Process{
+			{Exec: capture.Exec{ProcessID: "10-1", PID: 10, Filename: "/bin/sh", Argv: []string{"sh"}}, Namespace: "shop",
+				Pod: "web-0", Container: "app", Start: t0.Add(time.Second), ExecTime: t0.Add(time.Second), AuditID: "aaaa",
+				Attribution: vocab.AttributionAuditID, Source: vocab.SourceEnv},
+			{Exec: capture.Exec{ProcessID: "11-2", ParentProcessID: "10-1", PID: 11, Filename: "/bin/ls", Argv: []string{"ls", "/"}},
+				Namespace: "shop", Pod: "web-0", Container: "app", Start: t0.Add(2 * time.Second), AuditID: "aaaa",
+				Attribution: vocab.AttributionInherited, Source: vocab.SourceInherited, Exit: t0.Add(3 * time.Second), ExitCode: &zero},
+			{Exec: capture.Exec{ProcessID: "12-3", ParentProcessID: "11-2", PID: 12, Filename: "/bin/cat",
+				Argv: []string{"cat", "/etc/shadow"}, ArgvTruncated: true}, Namespace: "shop", Pod: "web-0", Container: "app",
+				Start: t0.Add(3 * time.Second), AuditID: "aaaa", Attribution: vocab.AttributionInherited,
+				Source: vocab.SourceInherited, Flags: []string{vocab.FlagEnvRemoved, vocab.FlagArgvTruncated}},
+			{Exec: capture.Exec{ProcessID: "20-4", PID: 20, Filename: "/bin/bash", Argv: []string{"bash", "-c", "curl evil"}},
+				Namespace: "shop", Pod: "web-0", Container: "app", Start: t0.Add(61 * time.Second), AuditID: "bbbb",
+				Attribution: vocab.AttributionAuditID, Source: vocab.SourceEnv, SPOExecRequestUID: "spo-1"},
+			{Exec: capture.Exec{ProcessID: "30-5", PID: 30, Filename: "/bin/sh", Argv: []string{"sh"}}, Namespace: "shop",
+				Pod: "web-0", Container: "app", Start: t0.Add(62 * time.Second), ClaimedAuditID: "aaaa",
+				Flags: []string{vocab.FlagRootUnverified}},
 		},
 		Alerts: []store.Alert{
 			{ID: "al1", Time: t0.Add(3 * time.Second), Rule: "sensitive-read", Severity: "high", Message: "cat /etc/shadow",
@@ -114,13 +134,14 @@ func TestAuthRequired(t *testing.T) {
 
 func TestSessionsAndProcesses(t *testing.T) {
 	srv, tok := fixture(t)
-	type sessions = Page[store.Session]
+	type sessions = Page[join.Session]
 	cases := []struct {
 		query string
 		want  string
 	}{
 		{"", "bbbb,aaaa"},
 		{"?user=alice", "aaaa"},
+		{"?user=deployer", "bbbb"},
 		{"?group=dev", "bbbb"},
 		{"?command=curl", "bbbb"},
 		{"?namespace=shop&pod=web-0&container=app", "bbbb,aaaa"},
@@ -143,7 +164,7 @@ func TestSessionsAndProcesses(t *testing.T) {
 			t.Errorf("sessions%s = %v, want %s", tc.query, ids, tc.want)
 		}
 	}
-	var procs Page[store.Process]
+	var procs Page[join.Process]
 	get(t, srv, tok, "/api/v1/processes?auditID=aaaa&attribution=inherited", &procs)
 	if len(procs.Items) != 2 {
 		t.Errorf("inherited processes of aaaa: %d, want 2", len(procs.Items))
@@ -162,8 +183,12 @@ func TestSessionTree(t *testing.T) {
 	if code := get(t, srv, tok, "/api/v1/sessions/aaaa", &v); code != 200 {
 		t.Fatalf("session: %d", code)
 	}
-	if v.Username != "alice" || len(v.Processes) != 3 || len(v.Tree) != 1 {
+	if v.User.Username != "alice" || len(v.Processes) != 3 || len(v.Tree) != 1 {
 		t.Fatalf("session %+v", v)
+	}
+	if len(v.Conflicts) != 1 || v.Conflicts[0].User.Username != "mallory" || len(v.Claimants) != 1 ||
+		v.Claimants[0].ProcessID != "30-5" {
+		t.Errorf("conflicts %+v, claimants %+v: want mallory's request and 30-5", v.Conflicts, v.Claimants)
 	}
 	root := v.Tree[0]
 	if root.ProcessID != "10-1" || len(root.Children) != 1 || root.Children[0].Children[0].ProcessID != "12-3" {
@@ -179,7 +204,7 @@ func TestPaginationThroughAPI(t *testing.T) {
 	var seen []string
 	cursor := ""
 	for i := 0; i < 10; i++ {
-		var p Page[store.Process]
+		var p Page[join.Process]
 		get(t, srv, tok, "/api/v1/processes?limit=1&cursor="+url.QueryEscape(cursor), &p)
 		for _, x := range p.Items {
 			seen = append(seen, x.ProcessID)
@@ -189,7 +214,7 @@ func TestPaginationThroughAPI(t *testing.T) {
 		}
 		cursor = p.NextCursor
 	}
-	if fmt.Sprint(seen) != "[20-4 12-3 11-2 10-1]" {
+	if fmt.Sprint(seen) != "[30-5 20-4 12-3 11-2 10-1]" {
 		t.Errorf("paged processes %v", seen)
 	}
 	if code := get(t, srv, tok, "/api/v1/processes?cursor=garbage", nil); code != http.StatusBadRequest {
@@ -221,7 +246,10 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 }
 
 func TestBuildTreeOrphans(t *testing.T) {
-	tree := BuildTree([]store.Process{{ProcessID: "a"}, {ProcessID: "b", ParentProcessID: "a"}, {ProcessID: "c", ParentProcessID: "gone"}})
+	proc := func(id, parent string) join.Process {
+		return join.Process{Exec: capture.Exec{ProcessID: id, ParentProcessID: parent}}
+	}
+	tree := BuildTree([]join.Process{proc("a", ""), proc("b", "a"), proc("c", "gone")})
 	if len(tree) != 2 || tree[0].ProcessID != "a" || tree[1].ProcessID != "c" || len(tree[0].Children) != 1 {
 		t.Errorf("tree %+v", tree)
 	}

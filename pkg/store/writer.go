@@ -11,7 +11,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// BatchWriter commits a batch atomically; *Store is one.
+// BatchWriter commits a batch; every Backend is one.
 type BatchWriter interface {
 	Write(ctx context.Context, b Batch) error
 }

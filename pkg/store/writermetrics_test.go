@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execid/correlator/pkg/join"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -17,14 +18,14 @@ func TestWriterRowsExported(t *testing.T) {
 	w := NewWriter(r, 100, time.Hour, WithMaxHeld(1), WithRetry(time.Hour, time.Hour))
 	defer w.Close()
 	ctx := context.Background()
-	_ = w.Add(ctx, Batch{Processes: []Process{process("a", "x", 1), process("b", "x", 2)}})
+	_ = w.Add(ctx, Batch{Processes: []join.Process{process("a", "x", 1), process("b", "x", 2)}})
 	_ = w.Flush(ctx)
 	r.mu.Lock()
 	r.fail = errors.New("database or disk is full")
 	r.mu.Unlock()
-	_ = w.Add(ctx, Batch{Processes: []Process{process("c", "x", 3)}}) // held
+	_ = w.Add(ctx, Batch{Processes: []join.Process{process("c", "x", 3)}}) // held
 	_ = w.Flush(ctx)
-	_ = w.Add(ctx, Batch{Processes: []Process{process("d", "x", 4)}}) // beyond maxHeld
+	_ = w.Add(ctx, Batch{Processes: []join.Process{process("d", "x", 4)}}) // beyond maxHeld
 	done := make(chan error, 1)
 	_ = w.AddDurable(ctx, Batch{AuditRecords: []AuditRecord{{AuditID: "e", Stage: "ResponseComplete"}}}, done)
 	if err := <-done; !errors.Is(err, ErrUnavailable) {

@@ -12,7 +12,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/execid/correlator/internal/esdouble"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // countingTransport counts the bytes of _bulk request bodies.
@@ -37,26 +40,30 @@ func BenchmarkBulkIndexProcesses(b *testing.B) {
 	}
 	const batch = 1000
 	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	mk := func(round int) []store.Process {
-		ps := make([]store.Process, batch)
+	mk := func(round int) []join.Process {
+		ps := make([]join.Process, batch)
 		for i := range ps {
 			n := round*batch + i
-			exit := start.Add(time.Duration(n)*time.Millisecond + time.Second)
 			code := 0
-			ps[i] = store.Process{
-				ProcessID: fmt.Sprintf("%d-%d", 4000+n, start.UnixNano()+int64(n)), ParentProcessID: fmt.Sprintf("1-%d", start.UnixNano()),
-				PID: 4000 + n, PPID: 1, UID: 1000, Filename: "/usr/bin/curl",
-				Argv:        []string{"curl", "-sS", "https://example.internal/api/v1/items?page=" + fmt.Sprint(n)},
-				ContainerID: "3f2a9c1e0b7d4e5f8a6b", PodUID: "0f8e2d1c-5b6a-4c3d-9e8f-7a6b5c4d3e2f",
+			ps[i] = join.Process{
+				Exec: capture.Exec{
+					ProcessID: fmt.Sprintf("%d-%d", 4000+n, start.UnixNano()+int64(n)), ParentProcessID: fmt.Sprintf("1-%d", start.UnixNano()),
+					PID: uint32(4000 + n), PPID: 1, UID: 1000, Filename: "/usr/bin/curl",
+					Argv:        []string{"curl", "-sS", "https://example.internal/api/v1/items?page=" + fmt.Sprint(n)},
+					ContainerID: "3f2a9c1e0b7d4e5f8a6b", PodUID: "0f8e2d1c-5b6a-4c3d-9e8f-7a6b5c4d3e2f",
+					SessionRootID: fmt.Sprintf("1-%d", start.UnixNano()),
+				},
 				Namespace: "payments", Pod: "api-7d9f8c6b5-x2x4q", Container: "api",
-				Start: start.Add(time.Duration(n) * time.Millisecond), Exit: &exit, ExitCode: &code,
-				AuditID: "8b8398cd-1d93-4659-805e-0c9d616aa960", Attribution: store.AttributionAuditID,
-				Confidence: 1, Source: "bpf", SessionRootID: fmt.Sprintf("1-%d", start.UnixNano()),
+				Start:    start.Add(time.Duration(n) * time.Millisecond),
+				ExecTime: start.Add(time.Duration(n)*time.Millisecond + time.Microsecond),
+				Exit:     start.Add(time.Duration(n)*time.Millisecond + time.Second), ExitCode: &code,
+				AuditID: "8b8398cd-1d93-4659-805e-0c9d616aa960", Attribution: vocab.AttributionAuditID,
+				Confidence: 1, Source: vocab.SourceEnv,
 			}
 		}
 		return ps
 	}
-	batches := make([][]store.Process, 8)
+	batches := make([][]join.Process, 8)
 	for i := range batches {
 		batches[i] = mk(i)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/elastic/go-elasticsearch/v8/esutil"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // op is one bulk action. what names it in errors ("session <id>").
@@ -37,23 +38,19 @@ type bulkMetrics struct {
 	requests *prometheus.CounterVec
 }
 
-func newBulkMetrics(reg prometheus.Registerer, itemsName, requestsName string) (*bulkMetrics, error) {
+// newBulkMetrics registers the counters on reg (may be nil) under the
+// given names, every result exported at zero.
+func newBulkMetrics(reg prometheus.Registerer, itemsName, requestsName string) *bulkMetrics {
+	f := promauto.With(reg)
 	m := &bulkMetrics{
-		items: prometheus.NewCounterVec(prometheus.CounterOpts{
+		items: f.NewCounterVec(prometheus.CounterOpts{
 			Name: itemsName,
 			Help: "Bulk items sent to Elasticsearch, by result (indexed, duplicate, retried, failed).",
 		}, []string{"result"}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: requestsName,
 			Help: "Bulk requests sent to Elasticsearch, by result (ok, error).",
 		}, []string{"result"}),
-	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.items, m.requests} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("registering Elasticsearch metrics: %w", err)
-			}
-		}
 	}
 	for _, r := range []string{"indexed", "duplicate", "retried", "failed"} {
 		m.items.WithLabelValues(r)
@@ -61,7 +58,7 @@ func newBulkMetrics(reg prometheus.Registerer, itemsName, requestsName string) (
 	for _, r := range []string{"ok", "error"} {
 		m.requests.WithLabelValues(r)
 	}
-	return m, nil
+	return m
 }
 
 // bulk sends ops and returns once every one is acknowledged, retrying

@@ -2,6 +2,7 @@ package elasticsearch
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,30 +66,14 @@ func DefaultConfig() Config {
 
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
-	if c.IndexPrefix == "" {
-		c.IndexPrefix = d.IndexPrefix
-	}
-	if c.Refresh == "" {
-		c.Refresh = d.Refresh
-	}
-	if c.FlushBytes == 0 {
-		c.FlushBytes = d.FlushBytes
-	}
-	if c.RetryInitial == 0 {
-		c.RetryInitial = d.RetryInitial
-	}
-	if c.RetryMaxElapsed == 0 {
-		c.RetryMaxElapsed = d.RetryMaxElapsed
-	}
-	if c.DefaultLimit == 0 {
-		c.DefaultLimit = d.DefaultLimit
-	}
-	if c.MaxLimit == 0 {
-		c.MaxLimit = d.MaxLimit
-	}
-	if c.SessionProcessLimit == 0 {
-		c.SessionProcessLimit = d.SessionProcessLimit
-	}
+	c.IndexPrefix = cmp.Or(c.IndexPrefix, d.IndexPrefix)
+	c.Refresh = cmp.Or(c.Refresh, d.Refresh)
+	c.FlushBytes = cmp.Or(c.FlushBytes, d.FlushBytes)
+	c.RetryInitial = cmp.Or(c.RetryInitial, d.RetryInitial)
+	c.RetryMaxElapsed = cmp.Or(c.RetryMaxElapsed, d.RetryMaxElapsed)
+	c.DefaultLimit = cmp.Or(c.DefaultLimit, d.DefaultLimit)
+	c.MaxLimit = cmp.Or(c.MaxLimit, d.MaxLimit)
+	c.SessionProcessLimit = cmp.Or(c.SessionProcessLimit, d.SessionProcessLimit)
 	return c
 }
 

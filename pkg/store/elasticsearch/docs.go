@@ -6,7 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/join"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // Documents use ECS field names where ECS has one and keep the rest under
@@ -51,6 +54,11 @@ type ecsContainer struct {
 	Name string `json:"name,omitempty"`
 }
 
+// ecsOriginal is a field set of one original value: user_agent, url.
+type ecsOriginal struct {
+	Original string `json:"original"`
+}
+
 type sessionDoc struct {
 	Timestamp string   `json:"@timestamp"`
 	Event     ecsEvent `json:"event"`
@@ -58,9 +66,7 @@ type sessionDoc struct {
 	Source    *struct {
 		IP []string `json:"ip,omitempty"`
 	} `json:"source,omitempty"`
-	UserAgent *struct {
-		Original string `json:"original"`
-	} `json:"user_agent,omitempty"`
+	UserAgent    *ecsOriginal    `json:"user_agent,omitempty"`
 	Orchestrator ecsOrchestrator `json:"orchestrator"`
 	Container    *ecsContainer   `json:"container,omitempty"`
 	Process      *struct {
@@ -69,26 +75,31 @@ type sessionDoc struct {
 	} `json:"process,omitempty"`
 	HTTP *struct {
 		Response struct {
-			StatusCode int `json:"status_code"`
+			StatusCode int32 `json:"status_code"`
 		} `json:"response"`
 	} `json:"http,omitempty"`
+	URL        *ecsOriginal `json:"url,omitempty"`
 	Correlator struct {
-		AuditID      string              `json:"audit_id"`
-		Users        []string            `json:"users,omitempty"`
-		Groups       []string            `json:"groups,omitempty"`
-		Verb         string              `json:"verb,omitempty"`
-		Subresource  string              `json:"subresource,omitempty"`
-		Decision     string              `json:"decision,omitempty"`
-		Reason       string              `json:"reason,omitempty"`
-		Stages       []string            `json:"stages,omitempty"`
-		Flags        []string            `json:"flags,omitempty"`
-		Env          []string            `json:"env,omitempty"`
-		Stdin        bool                `json:"stdin"`
-		TTY          bool                `json:"tty"`
-		UpdatedAt    string              `json:"updated_at"`
-		SourceIPs    []string            `json:"source_ips,omitempty"`
-		UserExtra    map[string][]string `json:"user_extra,omitempty"`
-		Impersonated *store.UserInfo     `json:"impersonated,omitempty"`
+		AuditID      string                `json:"audit_id"`
+		Users        []string              `json:"users,omitempty"`
+		Groups       []string              `json:"groups,omitempty"`
+		Verb         string                `json:"verb,omitempty"`
+		Subresource  string                `json:"subresource,omitempty"`
+		Decision     string                `json:"decision,omitempty"`
+		Reason       string                `json:"reason,omitempty"`
+		Stages       []string              `json:"stages,omitempty"`
+		Flags        []string              `json:"flags,omitempty"`
+		Env          []string              `json:"env,omitempty"`
+		Stdin        bool                  `json:"stdin"`
+		TTY          bool                  `json:"tty"`
+		UpdatedAt    string                `json:"updated_at"`
+		SourceIPs    []string              `json:"source_ips,omitempty"`
+		UserExtra    map[string][]string   `json:"user_extra,omitempty"`
+		Impersonated *auditlog.UserInfo    `json:"impersonated,omitempty"`
+		Ports        []string              `json:"ports,omitempty"`
+		Annotations  map[string]string     `json:"annotations,omitempty"`
+		SPORequest   string                `json:"spo_exec_request_uid,omitempty"`
+		Conflicts    []auditlog.ExecRecord `json:"conflicts,omitempty"`
 	} `json:"correlator"`
 }
 
@@ -101,11 +112,13 @@ func ts(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-func optTS(t *time.Time) string {
-	if t == nil {
+// optTS writes a time whose zero means "not yet" (a session not seen to
+// end, a process still running) as an absent field.
+func optTS(t time.Time) string {
+	if t.IsZero() {
 		return ""
 	}
-	return ts(*t)
+	return ts(t)
 }
 
 func parseTS(s string) (time.Time, error) {
@@ -122,26 +135,18 @@ func parseTS(s string) (time.Time, error) {
 	return t.UTC(), nil
 }
 
-func parseOptTS(s string) (*time.Time, error) {
-	if s == "" {
-		return nil, nil
-	}
-	t, err := parseTS(s)
-	return &t, err
-}
-
-func sessionToDoc(ss *store.Session, now time.Time) sessionDoc {
+func sessionToDoc(ss *join.Session, now time.Time) sessionDoc {
 	var d sessionDoc
-	d.Timestamp = ts(ss.RequestReceived)
+	d.Timestamp = ts(ss.RequestReceivedTimestamp)
 	d.Event = ecsEvent{Kind: "event", Category: []string{"session"}, Type: []string{"start"},
-		Action: ss.Subresource, Dataset: "correlator.sessions", Start: d.Timestamp, End: optTS(ss.End)}
-	d.User = ecsUser{Name: ss.Username, ID: ss.UID}
-	if len(ss.Groups) > 0 {
-		d.User.Group = &ecsGroup{Name: ss.Groups}
+		Action: ss.Subresource, Dataset: "correlator.sessions", Start: d.Timestamp, End: optTS(ss.EndTimestamp)}
+	d.User = ecsUser{Name: ss.User.Username, ID: ss.User.UID}
+	if len(ss.User.Groups) > 0 {
+		d.User.Group = &ecsGroup{Name: ss.User.Groups}
 	}
-	users, groups := []string{}, ss.Groups
-	if ss.Username != "" {
-		users = append(users, ss.Username)
+	users, groups := []string{}, ss.User.Groups
+	if ss.User.Username != "" {
+		users = append(users, ss.User.Username)
 	}
 	if imp := ss.ImpersonatedUser; imp != nil {
 		d.User.Effective = &ecsUser{Name: imp.Username, ID: imp.UID}
@@ -160,9 +165,7 @@ func sessionToDoc(ss *store.Session, now time.Time) sessionDoc {
 		}{IP: ss.SourceIPs}
 	}
 	if ss.UserAgent != "" {
-		d.UserAgent = &struct {
-			Original string `json:"original"`
-		}{Original: ss.UserAgent}
+		d.UserAgent = &ecsOriginal{Original: ss.UserAgent}
 	}
 	d.Orchestrator.Type, d.Orchestrator.Namespace = "kubernetes", ss.Namespace
 	d.Orchestrator.Resource.Name, d.Orchestrator.Resource.Type = ss.Pod, "pod"
@@ -178,10 +181,13 @@ func sessionToDoc(ss *store.Session, now time.Time) sessionDoc {
 	if ss.Code != 0 {
 		d.HTTP = &struct {
 			Response struct {
-				StatusCode int `json:"status_code"`
+				StatusCode int32 `json:"status_code"`
 			} `json:"response"`
 		}{}
 		d.HTTP.Response.StatusCode = ss.Code
+	}
+	if ss.RequestURI != "" {
+		d.URL = &ecsOriginal{Original: ss.RequestURI}
 	}
 	c := &d.Correlator
 	c.AuditID, c.Users, c.Groups = ss.AuditID, users, groups
@@ -192,20 +198,25 @@ func sessionToDoc(ss *store.Session, now time.Time) sessionDoc {
 		updated = now
 	}
 	c.UpdatedAt = ts(updated)
-	c.SourceIPs, c.UserExtra = ss.SourceIPs, ss.Extra
+	c.SourceIPs, c.UserExtra = ss.SourceIPs, ss.User.Extra
+	c.Ports, c.Annotations, c.SPORequest, c.Conflicts = ss.Ports, ss.Annotations, ss.SPOExecRequestUID, ss.Conflicts
 	return d
 }
 
-func sessionFromDoc(d *sessionDoc) (store.Session, error) {
+func sessionFromDoc(d *sessionDoc) (join.Session, error) {
 	c := &d.Correlator
-	ss := store.Session{
-		AuditID: c.AuditID, Username: d.User.Name, UID: d.User.ID, Extra: c.UserExtra,
+	ss := join.Session{ExecRecord: auditlog.ExecRecord{
+		AuditID: c.AuditID, User: auditlog.UserInfo{Username: d.User.Name, UID: d.User.ID, Extra: c.UserExtra},
 		ImpersonatedUser: c.Impersonated, SourceIPs: c.SourceIPs, Namespace: d.Orchestrator.Namespace,
-		Pod: d.Orchestrator.Resource.Name, Env: c.Env, Stdin: c.Stdin, TTY: c.TTY, Verb: c.Verb,
+		Pod: d.Orchestrator.Resource.Name, Env: c.Env, Ports: c.Ports, Stdin: c.Stdin, TTY: c.TTY, Verb: c.Verb,
 		Subresource: c.Subresource, Decision: c.Decision, Reason: c.Reason, Stages: c.Stages, Flags: c.Flags,
-	}
+		Annotations: c.Annotations,
+	}, SPOExecRequestUID: c.SPORequest, Conflicts: c.Conflicts}
 	if d.User.Group != nil {
-		ss.Groups = d.User.Group.Name
+		ss.User.Groups = d.User.Group.Name
+	}
+	if d.URL != nil {
+		ss.RequestURI = d.URL.Original
 	}
 	if d.UserAgent != nil {
 		ss.UserAgent = d.UserAgent.Original
@@ -220,10 +231,10 @@ func sessionFromDoc(d *sessionDoc) (store.Session, error) {
 		ss.Code = d.HTTP.Response.StatusCode
 	}
 	var err error
-	if ss.RequestReceived, err = parseTS(d.Timestamp); err != nil {
+	if ss.RequestReceivedTimestamp, err = parseTS(d.Timestamp); err != nil {
 		return ss, err
 	}
-	if ss.End, err = parseOptTS(d.Event.End); err != nil {
+	if ss.EndTimestamp, err = parseTS(d.Event.End); err != nil {
 		return ss, err
 	}
 	if ss.UpdatedAt, err = parseTS(c.UpdatedAt); err != nil {
@@ -237,7 +248,7 @@ type processDoc struct {
 	Event     ecsEvent `json:"event"`
 	Process   struct {
 		EntityID    string   `json:"entity_id"`
-		PID         int      `json:"pid"`
+		PID         uint32   `json:"pid"`
 		Executable  string   `json:"executable,omitempty"`
 		Args        []string `json:"args,omitempty"`
 		CommandLine string   `json:"command_line,omitempty"`
@@ -245,7 +256,7 @@ type processDoc struct {
 		End         string   `json:"end,omitempty"`
 		ExitCode    *int     `json:"exit_code,omitempty"`
 		Parent      struct {
-			PID      int    `json:"pid"`
+			PID      uint32 `json:"pid"`
 			EntityID string `json:"entity_id,omitempty"`
 		} `json:"parent"`
 		User struct {
@@ -255,22 +266,25 @@ type processDoc struct {
 	Container    *ecsContainer   `json:"container,omitempty"`
 	Orchestrator ecsOrchestrator `json:"orchestrator"`
 	Correlator   struct {
-		AuditID        string   `json:"audit_id,omitempty"`
-		ClaimedAuditID string   `json:"claimed_audit_id,omitempty"`
-		Attribution    string   `json:"attribution,omitempty"`
-		Confidence     float64  `json:"confidence,omitempty"`
-		Candidates     []string `json:"candidates,omitempty"`
-		Source         string   `json:"source,omitempty"`
-		Flags          []string `json:"flags,omitempty"`
-		SessionRootID  string   `json:"session_root_id,omitempty"`
+		AuditID        string            `json:"audit_id,omitempty"`
+		ClaimedAuditID string            `json:"claimed_audit_id,omitempty"`
+		Attribution    vocab.Attribution `json:"attribution,omitempty"`
+		Confidence     float64           `json:"confidence,omitempty"`
+		Candidates     []string          `json:"candidates,omitempty"`
+		Source         vocab.Source      `json:"source,omitempty"`
+		Flags          []string          `json:"flags,omitempty"`
+		SessionRootID  string            `json:"session_root_id,omitempty"`
+		ExecTime       string            `json:"exec_time,omitempty"`
+		ArgvTruncated  bool              `json:"argv_truncated,omitempty"`
+		SPORequest     string            `json:"spo_exec_request_uid,omitempty"`
 	} `json:"correlator"`
 }
 
-func processToDoc(p *store.Process) processDoc {
+func processToDoc(p *join.Process) processDoc {
 	var d processDoc
 	d.Timestamp = ts(p.Start)
 	typ := "start"
-	if p.Exit != nil {
+	if !p.Exit.IsZero() {
 		typ = "end"
 	}
 	d.Event = ecsEvent{Kind: "event", Category: []string{"process"}, Type: []string{typ}, Dataset: "correlator.processes"}
@@ -281,7 +295,7 @@ func processToDoc(p *store.Process) processDoc {
 	}
 	pr.Start, pr.End, pr.ExitCode = d.Timestamp, optTS(p.Exit), p.ExitCode
 	pr.Parent.PID, pr.Parent.EntityID = p.PPID, p.ParentProcessID
-	pr.User.ID = strconv.Itoa(p.UID)
+	pr.User.ID = strconv.FormatUint(uint64(p.UID), 10)
 	if p.ContainerID != "" || p.Container != "" {
 		d.Container = &ecsContainer{ID: p.ContainerID, Name: p.Container}
 	}
@@ -290,30 +304,38 @@ func processToDoc(p *store.Process) processDoc {
 	c := &d.Correlator
 	c.AuditID, c.ClaimedAuditID, c.Attribution, c.Confidence = p.AuditID, p.ClaimedAuditID, p.Attribution, p.Confidence
 	c.Candidates, c.Source, c.Flags, c.SessionRootID = p.Candidates, p.Source, p.Flags, p.SessionRootID
+	c.ExecTime, c.ArgvTruncated, c.SPORequest = optTS(p.ExecTime), p.ArgvTruncated, p.SPOExecRequestUID
 	return d
 }
 
-func processFromDoc(d *processDoc) (store.Process, error) {
+func processFromDoc(d *processDoc) (join.Process, error) {
 	pr, c := &d.Process, &d.Correlator
-	p := store.Process{
-		ProcessID: pr.EntityID, ParentProcessID: pr.Parent.EntityID, PID: pr.PID, PPID: pr.Parent.PID,
-		Filename: pr.Executable, Argv: pr.Args, PodUID: d.Orchestrator.Resource.ID,
+	p := join.Process{
+		Exec: capture.Exec{
+			ProcessID: pr.EntityID, ParentProcessID: pr.Parent.EntityID, PID: pr.PID, PPID: pr.Parent.PID,
+			Filename: pr.Executable, Argv: pr.Args, ArgvTruncated: c.ArgvTruncated,
+			PodUID: d.Orchestrator.Resource.ID, SessionRootID: c.SessionRootID,
+		},
 		Namespace: d.Orchestrator.Namespace, Pod: d.Orchestrator.Resource.Name, ExitCode: pr.ExitCode,
-		AuditID: c.AuditID, ClaimedAuditID: c.ClaimedAuditID, Attribution: c.Attribution,
-		Confidence: c.Confidence, Candidates: c.Candidates, Source: c.Source, Flags: c.Flags,
-		SessionRootID: c.SessionRootID,
+		AuditID: c.AuditID, ClaimedAuditID: c.ClaimedAuditID, SPOExecRequestUID: c.SPORequest,
+		Attribution: c.Attribution, Confidence: c.Confidence, Candidates: c.Candidates, Source: c.Source,
+		Flags: c.Flags,
 	}
 	if d.Container != nil {
 		p.ContainerID, p.Container = d.Container.ID, d.Container.Name
 	}
-	var err error
-	if p.UID, err = strconv.Atoi(pr.User.ID); err != nil {
+	uid, err := strconv.ParseUint(pr.User.ID, 10, 32)
+	if err != nil {
 		return p, fmt.Errorf("reading process %s uid %q: %w", p.ProcessID, pr.User.ID, err)
 	}
+	p.UID = uint32(uid)
 	if p.Start, err = parseTS(d.Timestamp); err != nil {
 		return p, err
 	}
-	if p.Exit, err = parseOptTS(pr.End); err != nil {
+	if p.ExecTime, err = parseTS(c.ExecTime); err != nil {
+		return p, err
+	}
+	if p.Exit, err = parseTS(pr.End); err != nil {
 		return p, err
 	}
 	return p, nil

@@ -1,6 +1,7 @@
 package elasticsearch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
 	"golang.org/x/time/rate"
 
@@ -35,25 +37,14 @@ type LookupConfig struct {
 	Burst int
 }
 
+// withDefaults fills zero and negative fields.
 func (c LookupConfig) withDefaults() LookupConfig {
-	if c.Pattern == "" {
-		c.Pattern = ElasticAgentAuditPattern
-	}
-	if c.CacheSize <= 0 {
-		c.CacheSize = 10000
-	}
-	if c.TTL <= 0 {
-		c.TTL = 5 * time.Minute
-	}
-	if c.NegativeTTL <= 0 {
-		c.NegativeTTL = 10 * time.Second
-	}
-	if c.QPS <= 0 {
-		c.QPS = 20
-	}
-	if c.Burst <= 0 {
-		c.Burst = 40
-	}
+	c.Pattern = cmp.Or(c.Pattern, ElasticAgentAuditPattern)
+	c.CacheSize = cmp.Or(max(c.CacheSize, 0), 10000)
+	c.TTL = cmp.Or(max(c.TTL, 0), 5*time.Minute)
+	c.NegativeTTL = cmp.Or(max(c.NegativeTTL, 0), 10*time.Second)
+	c.QPS = cmp.Or(max(c.QPS, 0), 20)
+	c.Burst = cmp.Or(max(c.Burst, 0), 40)
 	return c
 }
 
@@ -81,8 +72,9 @@ type cached struct {
 	expires time.Time
 }
 
-// NewLookup connects with cfg (its IndexPrefix names our audit index); reg
-// may be nil.
+// NewLookup connects with cfg (its IndexPrefix names our audit index) and
+// registers its metrics on reg (may be nil; registering twice on one
+// registry panics).
 func NewLookup(cfg Config, lc LookupConfig, log zerolog.Logger, reg prometheus.Registerer) (*Lookup, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -101,32 +93,26 @@ func NewLookup(cfg Config, lc LookupConfig, log zerolog.Logger, reg prometheus.R
 	if lc.Pattern != "-" {
 		indices += "," + lc.Pattern
 	}
+	f := promauto.With(reg)
 	l := &Lookup{
 		c: c, cfg: lc, indices: indices, cache: cache, now: time.Now,
 		limit: rate.NewLimiter(rate.Limit(lc.QPS), lc.Burst),
 		log:   log.With().Str("component", "es-audit-lookup").Logger(),
-		results: prometheus.NewCounterVec(prometheus.CounterOpts{
+		results: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "correlator_es_audit_lookups_total",
 			Help: "Audit lookups in Elasticsearch, by result (found, not_found, cached_found, cached_not_found, error).",
 		}, []string{"result"}),
-		skipped: prometheus.NewCounter(prometheus.CounterOpts{
+		skipped: f.NewCounter(prometheus.CounterOpts{
 			Name: "correlator_es_audit_lookup_documents_skipped_total",
 			Help: "Documents an audit lookup found but could not read as audit events.",
 		}),
-		waited: prometheus.NewCounter(prometheus.CounterOpts{
+		waited: f.NewCounter(prometheus.CounterOpts{
 			Name: "correlator_es_audit_lookup_rate_limited_total",
 			Help: "Audit lookups that waited for the rate limiter.",
 		}),
 	}
 	for _, r := range []string{"found", "not_found", "cached_found", "cached_not_found", "error"} {
 		l.results.WithLabelValues(r) // exported at zero, so a dashboard sees them
-	}
-	if reg != nil {
-		for _, col := range []prometheus.Collector{l.results, l.skipped, l.waited} {
-			if err := reg.Register(col); err != nil {
-				return nil, fmt.Errorf("registering lookup metrics: %w", err)
-			}
-		}
 	}
 	return l, nil
 }

@@ -2,9 +2,9 @@ package elasticsearch
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 )
 
@@ -16,10 +16,9 @@ const maxSessionIDs = 65536
 // first. User and Group select through the process's session, resolved at
 // query time, so a process stored before its session is found by user as
 // soon as the session arrives.
-func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]store.Process, string, error) {
-	cur, hasCur, err := parseCursor(f.Cursor)
-	if err != nil {
-		return nil, "", err
+func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]join.Process, string, error) {
+	if _, _, err := parseCursor(f.Cursor); err != nil {
+		return nil, "", err // before resolving sessions, which may find none
 	}
 	var q filters
 	if f.User != "" || f.Group != "" {
@@ -28,7 +27,7 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]sto
 			return nil, "", err
 		}
 		if len(ids) == 0 {
-			return []store.Process{}, "", nil
+			return []join.Process{}, "", nil
 		}
 		q.terms("correlator.audit_id", ids)
 	}
@@ -39,12 +38,7 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]sto
 	q.term("correlator.attribution", f.Attribution)
 	q.substring("process.command_line", f.Command)
 	q.window("@timestamp", f.Since, f.Until)
-	hits, next, err := s.page(ctx, s.n.processes, "process.entity_id", q, cur, hasCur, s.limit(f.Limit))
-	if err != nil {
-		return nil, "", err
-	}
-	out, err := decodeProcesses(hits)
-	return out, next, err
+	return list(ctx, s, s.n.processes, "process.entity_id", q, f.Cursor, f.Limit, decodeProcesses)
 }
 
 // sessionIDs lists the auditIDs of the sessions of user (authenticated or
@@ -81,20 +75,8 @@ func (s *Store) sessionIDs(ctx context.Context, user, group string) ([]string, e
 	}
 }
 
-func decodeProcesses(hits []hit) ([]store.Process, error) {
-	out := make([]store.Process, 0, len(hits))
-	for _, h := range hits {
-		var d processDoc
-		if err := json.Unmarshal(h.Source, &d); err != nil {
-			return nil, fmt.Errorf("decoding process %s: %w", h.ID, err)
-		}
-		p, err := processFromDoc(&d)
-		if err != nil {
-			return nil, fmt.Errorf("decoding process %s: %w", h.ID, err)
-		}
-		out = append(out, p)
-	}
-	return out, nil
+func decodeProcesses(hits []hit) ([]join.Process, error) {
+	return decodeHits(hits, "process", processFromDoc)
 }
 
 // GetSession returns the session with its audit record stages and its
@@ -153,31 +135,18 @@ func (s *Store) auditRecords(ctx context.Context, auditID string) ([]store.Audit
 	if err != nil {
 		return nil, fmt.Errorf("reading audit records of %s: %w", auditID, err)
 	}
-	var out []store.AuditRecord
-	for _, h := range res.Hits.Hits {
-		var d auditDoc
-		if err := json.Unmarshal(h.Source, &d); err != nil {
-			return nil, fmt.Errorf("decoding audit record %s: %w", h.ID, err)
-		}
-		r, err := auditFromDoc(&d)
-		if err != nil {
-			return nil, fmt.Errorf("decoding audit record %s: %w", h.ID, err)
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return decodeHits(res.Hits.Hits, "audit record", auditFromDoc)
 }
 
-// sessionProcesses reads up to SessionProcessLimit+1 processes oldest
-// first, in pages under the 10000-hit result window.
-// sessionProcesses returns up to SessionProcessLimit+1 processes whose field
-// (correlator.audit_id, or correlator.claimed_audit_id for claimants) is
-// auditID, oldest first.
-func (s *Store) sessionProcesses(ctx context.Context, field, auditID string) ([]store.Process, error) {
+// sessionProcesses returns up to SessionProcessLimit+1 processes whose
+// field (correlator.audit_id, or correlator.claimed_audit_id for
+// claimants) is auditID, oldest first, in pages under the 10000-hit result
+// window.
+func (s *Store) sessionProcesses(ctx context.Context, field, auditID string) ([]join.Process, error) {
 	var q filters
 	q.term(field, auditID)
 	want := s.cfg.SessionProcessLimit + 1
-	out := []store.Process{}
+	out := []join.Process{}
 	var after []any
 	for len(out) < want {
 		size := min(want-len(out), 5000)

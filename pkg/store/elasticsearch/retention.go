@@ -12,10 +12,11 @@ import (
 
 const retentionPage = 5000
 
-// DeleteOlderThan removes what stopped mattering before t, by SQLite's
-// rules (see store.Store.DeleteOlderThan): exited processes, ended sessions
-// with no process left and their audit records, orphaned audit records,
-// and alerts. The alerts data stream is also aged out whole by ILM.
+// DeleteOlderThan removes what stopped mattering before t, by the rules
+// every backend keeps (see store.Retainer): exited processes, ended
+// sessions with no process left and their audit records, orphaned audit
+// records, and alerts. The alerts data stream is also aged out whole by
+// ILM.
 func (s *Store) DeleteOlderThan(ctx context.Context, t time.Time) (store.Deleted, error) {
 	var d store.Deleted
 	cut := t.UTC().Format(time.RFC3339Nano)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 )
 
@@ -112,11 +113,20 @@ func (s *Store) search(ctx context.Context, index string, body map[string]any) (
 	return res, nil
 }
 
-// page runs a newest-first keyset page over index: sort by (timeField,
-// keyField) descending, limit+1 hits to tell whether a next page exists.
-func (s *Store) page(ctx context.Context, index, keyField string, f filters, cur cursor, hasCur bool, limit int) ([]hit, string, error) {
+// list runs one newest-first keyset page of index: q's matches sorted by
+// (@timestamp, keyField) descending, at most n of them (the configured
+// default for n <= 0) after cursor c, fetching one hit more to tell
+// whether a next page exists. It returns the page, decoded by decode, and
+// the cursor of the next ("" after the last).
+func list[T any](ctx context.Context, s *Store, index, keyField string, q filters, c string, n int,
+	decode func([]hit) ([]T, error)) ([]T, string, error) {
+	cur, hasCur, err := parseCursor(c)
+	if err != nil {
+		return nil, "", err
+	}
+	limit := store.PageLimit(n, s.cfg.DefaultLimit, s.cfg.MaxLimit)
 	body := map[string]any{
-		"query": f.query(),
+		"query": q.query(),
 		"size":  limit + 1,
 		"sort":  []any{map[string]any{"@timestamp": "desc"}, map[string]any{keyField: "desc"}},
 	}
@@ -127,18 +137,38 @@ func (s *Store) page(ctx context.Context, index, keyField string, f filters, cur
 	if err != nil {
 		return nil, "", err
 	}
-	hits := res.Hits.Hits
-	next := ""
+	hits, next := res.Hits.Hits, ""
 	if len(hits) > limit {
 		hits = hits[:limit]
-		last := hits[limit-1]
-		c, err := cursorOf(last)
+		last, err := cursorOf(hits[limit-1])
 		if err != nil {
 			return nil, "", err
 		}
-		next = c.String()
+		next = last.String()
 	}
-	return hits, next, nil
+	out, err := decode(hits)
+	if err != nil {
+		return nil, "", err
+	}
+	return out, next, nil
+}
+
+// decodeHits decodes each hit's source as a D and converts it with from;
+// what names the documents in errors.
+func decodeHits[D, T any](hits []hit, what string, from func(*D) (T, error)) ([]T, error) {
+	out := make([]T, 0, len(hits))
+	for _, h := range hits {
+		var d D
+		if err := json.Unmarshal(h.Source, &d); err != nil {
+			return nil, fmt.Errorf("decoding %s %s: %w", what, h.ID, err)
+		}
+		v, err := from(&d)
+		if err != nil {
+			return nil, fmt.Errorf("decoding %s %s: %w", what, h.ID, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 func cursorOf(h hit) (cursor, error) {
@@ -160,16 +190,8 @@ func cursorOf(h hit) (cursor, error) {
 // ListSessions returns one page of sessions matching f, newest
 // RequestReceived first, with the cursor of the next page ("" after the
 // last).
-func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]store.Session, string, error) {
-	cur, hasCur, err := parseCursor(f.Cursor)
-	if err != nil {
-		return nil, "", err
-	}
-	hits, next, err := s.page(ctx, s.n.sessions, "correlator.audit_id", sessionFilters(f), cur, hasCur, s.limit(f.Limit))
-	if err != nil {
-		return nil, "", err
-	}
-	out, err := decodeSessions(hits)
+func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]join.Session, string, error) {
+	out, next, err := list(ctx, s, s.n.sessions, "correlator.audit_id", sessionFilters(f), f.Cursor, f.Limit, decodeSessions)
 	if err != nil {
 		return nil, "", err
 	}
@@ -191,25 +213,13 @@ func sessionFilters(f store.SessionFilter) filters {
 	return q
 }
 
-func decodeSessions(hits []hit) ([]store.Session, error) {
-	out := make([]store.Session, 0, len(hits))
-	for _, h := range hits {
-		var d sessionDoc
-		if err := json.Unmarshal(h.Source, &d); err != nil {
-			return nil, fmt.Errorf("decoding session %s: %w", h.ID, err)
-		}
-		ss, err := sessionFromDoc(&d)
-		if err != nil {
-			return nil, fmt.Errorf("decoding session %s: %w", h.ID, err)
-		}
-		out = append(out, ss)
-	}
-	return out, nil
+func decodeSessions(hits []hit) ([]join.Session, error) {
+	return decodeHits(hits, "session", sessionFromDoc)
 }
 
 // aggregates fills FirstProcess, LastProcess and ProcessCount from the
 // processes attributed to each session, in one aggregation.
-func (s *Store) aggregates(ctx context.Context, ss []store.Session) error {
+func (s *Store) aggregates(ctx context.Context, ss []join.Session) error {
 	if len(ss) == 0 {
 		return nil
 	}
@@ -278,31 +288,13 @@ func (s *Store) aggregates(ctx context.Context, ss []store.Session) error {
 
 // ListAlerts returns one page of alerts matching f, newest first.
 func (s *Store) ListAlerts(ctx context.Context, f store.AlertFilter) ([]store.Alert, string, error) {
-	cur, hasCur, err := parseCursor(f.Cursor)
-	if err != nil {
-		return nil, "", err
-	}
 	var q filters
 	q.term("rule.name", f.Rule)
 	q.term("correlator.severity", f.Severity)
 	q.term("correlator.audit_id", f.AuditID)
 	q.term("correlator.process_id", f.ProcessID)
 	q.window("@timestamp", f.Since, f.Until)
-	hits, next, err := s.page(ctx, s.n.alerts, "event.id", q, cur, hasCur, s.limit(f.Limit))
-	if err != nil {
-		return nil, "", err
-	}
-	out := make([]store.Alert, 0, len(hits))
-	for _, h := range hits {
-		var d alertDoc
-		if err := json.Unmarshal(h.Source, &d); err != nil {
-			return nil, "", fmt.Errorf("decoding alert %s: %w", h.ID, err)
-		}
-		a, err := alertFromDoc(&d)
-		if err != nil {
-			return nil, "", fmt.Errorf("decoding alert %s: %w", h.ID, err)
-		}
-		out = append(out, a)
-	}
-	return out, next, nil
+	return list(ctx, s, s.n.alerts, "event.id", q, f.Cursor, f.Limit, func(hits []hit) ([]store.Alert, error) {
+		return decodeHits(hits, "alert", alertFromDoc)
+	})
 }

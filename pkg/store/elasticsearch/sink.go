@@ -12,7 +12,7 @@ import (
 
 // AlertSink delivers alerts to the <prefix>-alerts data stream as ECS
 // alert documents (event.kind: alert, rule.name, event.severity, message).
-// It has pkg/alert's Deliverer method set (Name, Deliver, Close) without
+// It has pkg/alert/delivery's Deliverer method set (Name, Deliver, Close) without
 // importing it. Each alert is created under its ID, so a redelivered batch
 // is idempotent: a 409 means "already delivered" and counts as success.
 type AlertSink struct {
@@ -33,10 +33,7 @@ func NewAlertSink(ctx context.Context, cfg Config, log zerolog.Logger, reg prome
 	if err != nil {
 		return nil, err
 	}
-	m, err := newBulkMetrics(reg, "correlator_es_alert_sink_bulk_items_total", "correlator_es_alert_sink_bulk_requests_total")
-	if err != nil {
-		return nil, err
-	}
+	m := newBulkMetrics(reg, "correlator_es_alert_sink_bulk_items_total", "correlator_es_alert_sink_bulk_requests_total")
 	n := namesFor(cfg.IndexPrefix)
 	if err := c.install(ctx, n, cfg.Retention, true); err != nil {
 		return nil, err

@@ -49,10 +49,7 @@ func Open(ctx context.Context, cfg Config, log zerolog.Logger, reg prometheus.Re
 	if err != nil {
 		return nil, err
 	}
-	m, err := newBulkMetrics(reg, "correlator_es_store_bulk_items_total", "correlator_es_store_bulk_requests_total")
-	if err != nil {
-		return nil, err
-	}
+	m := newBulkMetrics(reg, "correlator_es_store_bulk_items_total", "correlator_es_store_bulk_requests_total")
 	s := &Store{c: c, cfg: cfg, n: namesFor(cfg.IndexPrefix), metrics: m, now: time.Now,
 		log: log.With().Str("component", "store-elasticsearch").Logger()}
 	var info struct {
@@ -169,15 +166,4 @@ func alertOp(index string, a *store.Alert) (op, error) {
 		return op{}, fmt.Errorf("encoding alert %s: %w", a.ID, err)
 	}
 	return op{index: index, action: "create", id: a.ID, what: "alert " + a.ID, body: body}, nil
-}
-
-// limit resolves a requested page size as the SQLite store does.
-func (s *Store) limit(n int) int {
-	switch {
-	case n <= 0:
-		return s.cfg.DefaultLimit
-	case n > s.cfg.MaxLimit:
-		return s.cfg.MaxLimit
-	}
-	return n
 }

@@ -50,11 +50,13 @@ func sessionMappings() map[string]any {
 		"container":    obj(map[string]any{"name": kw}),
 		"process":      obj(map[string]any{"args": kw, "command_line": cmdline}),
 		"http":         obj(map[string]any{"response": obj(map[string]any{"status_code": long})}),
+		"url":          obj(map[string]any{"original": cmdline}),
 		"correlator": obj(map[string]any{
 			"audit_id": kw, "users": kw, "groups": kw, "verb": kw, "subresource": kw,
 			"decision": kw, "reason": rawString, "stages": kw, "flags": kw, "env": rawString,
 			"stdin": boolean, "tty": boolean, "updated_at": nanos, "source_ips": kw,
-			"user_extra": disabled, "impersonated": disabled,
+			"user_extra": disabled, "impersonated": disabled, "ports": kw, "annotations": disabled,
+			"spo_exec_request_uid": kw, "conflicts": disabled,
 		}),
 	}}
 }
@@ -74,6 +76,7 @@ func processMappings() map[string]any {
 		"correlator": obj(map[string]any{
 			"audit_id": kw, "claimed_audit_id": kw, "attribution": kw, "confidence": map[string]any{"type": "double"},
 			"candidates": kw, "source": kw, "flags": kw, "session_root_id": kw,
+			"exec_time": nanos, "argv_truncated": boolean, "spo_exec_request_uid": kw,
 		}),
 	}}
 }

@@ -11,15 +11,19 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/execid/correlator/internal/esdouble"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
-func procs(n int) []store.Process {
-	out := make([]store.Process, n)
+func procs(n int) []join.Process {
+	out := make([]join.Process, n)
 	for i := range out {
-		out[i] = store.Process{ProcessID: fmt.Sprintf("p%03d", i), PID: i, Filename: "/bin/sh",
-			Argv: []string{"sh", "-c", "true"}, Start: time.Date(2026, 3, 1, 0, 0, i, 0, time.UTC),
-			Attribution: store.AttributionAuditID, AuditID: "s1"}
+		out[i] = join.Process{
+			Exec: capture.Exec{ProcessID: fmt.Sprintf("p%03d", i), PID: uint32(i), Filename: "/bin/sh",
+				Argv: []string{"sh", "-c", "true"}},
+			Start: time.Date(2026, 3, 1, 0, 0, i, 0, time.UTC), Attribution: vocab.AttributionAuditID, AuditID: "s1"}
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 )
 
@@ -27,7 +28,7 @@ func auditEvent(id, stage, user, ip string, recv int) store.AuditRecord {
 func testAuditIDReuse(t *testing.T, s store.Backend) {
 	ctx := context.Background()
 	victim := auditEvent("shared", "ResponseStarted", "alice", "10.0.0.1", 0)
-	write(t, s, store.Batch{Sessions: []store.Session{session("shared", "alice", 0)},
+	write(t, s, store.Batch{Sessions: []join.Session{session("shared", "alice", 0)},
 		AuditRecords: []store.AuditRecord{victim}})
 	// Redelivered, in its own batch and twice in one batch.
 	write(t, s, store.Batch{AuditRecords: []store.AuditRecord{victim}})
@@ -56,4 +57,25 @@ func testAuditIDReuse(t *testing.T, s store.Backend) {
 		t.Fatalf("GetSession: %v", err)
 	}
 	sameJSON(t, "records after the last stage", d.AuditRecords, []store.AuditRecord{victim, intruder, done})
+}
+
+// testClaimants: a process that only claimed a session's ID is listed as a
+// claimant, never counted or filtered by user as the session's own.
+func testClaimants(t *testing.T, s store.Backend) {
+	ctx := context.Background()
+	own := process("own", "victim", 1)
+	forged := process("forged", "", 2)
+	forged.ClaimedAuditID, forged.Flags, forged.Attribution = "victim", []string{"root_unverified"}, ""
+	write(t, s, store.Batch{Sessions: []join.Session{session("victim", "alice", 0)}, Processes: []join.Process{own, forged}})
+	d, err := s.GetSession(ctx, "victim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Processes) != 1 || d.Processes[0].ProcessID != "own" || d.ProcessCount != 1 {
+		t.Errorf("processes = %v (count %d), want only own", d.Processes, d.ProcessCount)
+	}
+	if len(d.Claimants) != 1 || d.Claimants[0].ProcessID != "forged" {
+		t.Errorf("claimants = %v, want forged", d.Claimants)
+	}
+	sameIDs(t, "alice's processes", allProcesses(t, s, store.ProcessFilter{User: "alice"}), []string{"own"})
 }

@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // SessionProcessLimit is the store's Config.SessionProcessLimit that the
@@ -26,55 +30,62 @@ func at(seconds int) time.Time { return base.Add(time.Duration(seconds) * time.S
 func ptr[T any](v T) *T { return &v }
 
 // session returns a complete session received at base+seconds.
-func session(id, user string, seconds int) store.Session {
-	end := at(seconds + 30)
-	return store.Session{
-		AuditID:         id,
-		Username:        user,
-		UID:             "uid-" + user,
-		Groups:          []string{"system:authenticated", "team-" + user},
-		Extra:           map[string][]string{"authentication.kubernetes.io/credential-id": {"X509SHA256=ab"}},
-		SourceIPs:       []string{"10.0.0.1", "192.168.1.9"},
-		UserAgent:       "kubectl/v1.35.0",
-		Namespace:       "default",
-		Pod:             "web-0",
-		Container:       "app",
-		Command:         []string{"sh", "-c", "echo " + id},
-		Env:             []string{"DEBUG=1"},
-		Stdin:           true,
-		TTY:             true,
-		Verb:            "create",
-		Subresource:     "exec",
-		Code:            101,
-		Decision:        "allow",
-		Reason:          `RBAC: allowed by ClusterRoleBinding "admins"`,
-		RequestReceived: at(seconds),
-		End:             &end,
-		Stages:          []string{"RequestReceived", "ResponseStarted", "ResponseComplete"},
-		UpdatedAt:       base,
+func session(id, user string, seconds int) join.Session {
+	return join.Session{
+		ExecRecord: auditlog.ExecRecord{
+			AuditID: id,
+			User: auditlog.UserInfo{Username: user, UID: "uid-" + user,
+				Groups: []string{"system:authenticated", "team-" + user},
+				Extra:  map[string][]string{"authentication.kubernetes.io/credential-id": {"X509SHA256=ab"}}},
+			SourceIPs:                []string{"10.0.0.1", "192.168.1.9"},
+			UserAgent:                "kubectl/v1.35.0",
+			Namespace:                "default",
+			Pod:                      "web-0",
+			Container:                "app",
+			Command:                  []string{"sh", "-c", "echo " + id},
+			Env:                      []string{"DEBUG=1"},
+			Ports:                    []string{"8080"},
+			Stdin:                    true,
+			TTY:                      true,
+			Verb:                     "create",
+			Subresource:              "exec",
+			Code:                     101,
+			Decision:                 "allow",
+			Reason:                   `RBAC: allowed by ClusterRoleBinding "admins"`,
+			RequestURI:               "/api/v1/namespaces/default/pods/web-0/exec?command=sh&container=app",
+			RequestReceivedTimestamp: at(seconds),
+			EndTimestamp:             at(seconds + 30),
+			Annotations:              map[string]string{"authorization.k8s.io/decision": "allow"},
+			Stages:                   []string{"RequestReceived", "ResponseStarted", "ResponseComplete"},
+		},
+		SPOExecRequestUID: "spo-" + id,
+		UpdatedAt:         base,
 	}
 }
 
 // process returns a process of session auditID started at base+seconds.
-func process(id, auditID string, seconds int) store.Process {
-	return store.Process{
-		ProcessID:       id,
-		ParentProcessID: "parent-" + id,
-		PID:             100 + seconds,
-		PPID:            1,
-		UID:             1000,
-		Filename:        "/bin/sh",
-		Argv:            []string{"sh", "-c", "echo " + id},
-		ContainerID:     "c0ffee",
-		PodUID:          "pod-uid",
-		Namespace:       "default",
-		Pod:             "web-0",
-		Container:       "app",
-		Start:           at(seconds),
-		AuditID:         auditID,
-		Attribution:     store.AttributionAuditID,
-		Confidence:      1,
-		Source:          "bpf",
+func process(id, auditID string, seconds int) join.Process {
+	return join.Process{
+		Exec: capture.Exec{
+			ProcessID:       id,
+			ParentProcessID: "parent-" + id,
+			PID:             uint32(100 + seconds),
+			PPID:            1,
+			UID:             1000,
+			Filename:        "/bin/sh",
+			Argv:            []string{"sh", "-c", "echo " + id},
+			ContainerID:     "c0ffee",
+			PodUID:          "pod-uid",
+		},
+		Namespace:   "default",
+		Pod:         "web-0",
+		Container:   "app",
+		Start:       at(seconds),
+		ExecTime:    at(seconds).Add(time.Millisecond),
+		AuditID:     auditID,
+		Attribution: vocab.AttributionAuditID,
+		Confidence:  1,
+		Source:      vocab.SourceEnv,
 	}
 }
 

@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // Run runs the contract against fresh backends from open, which must
@@ -43,18 +47,22 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 func testRoundTrip(t *testing.T, s store.Backend) {
 	ctx := context.Background()
 	ss := session("s1", "alice", 0)
-	ss.ImpersonatedUser = &store.UserInfo{Username: "bob", UID: "u-b", Groups: []string{"ops"},
+	ss.ImpersonatedUser = &auditlog.UserInfo{Username: "bob", UID: "u-b", Groups: []string{"ops"},
 		Extra: map[string][]string{"scopes": {"x"}}}
 	ss.Flags = []string{"audit_id_conflict"}
+	other := session("s1", "mallory", 7).ExecRecord
+	other.ImpersonatedUser, other.EndTimestamp = &auditlog.UserInfo{Username: "root"}, time.Time{}
+	ss.Conflicts = []auditlog.ExecRecord{other}
 	p1, p2 := process("p1", "s1", 5), process("p2", "s1", 3)
-	p1.Exit, p1.ExitCode = ptr(at(9)), ptr(0)
+	p1.Exit, p1.ExitCode = at(9), ptr(0)
 	p2.Candidates, p2.Flags, p2.Confidence = []string{"s1", "s9"}, []string{"late"}, 0.25
-	p2.ClaimedAuditID, p2.SessionRootID, p2.Attribution = "s9", "p1", store.AttributionAmbiguous
+	p2.ClaimedAuditID, p2.SessionRootID, p2.Attribution = "s9", "p1", vocab.AttributionAmbiguous
+	p2.ArgvTruncated, p2.SPOExecRequestUID, p2.Source = true, "spo-1", vocab.SourceInherited
 	recs := []store.AuditRecord{
 		{AuditID: "s1", Stage: "ResponseStarted", StageTimestamp: at(1), Event: []byte(`{"stage":"ResponseStarted","auditID":"s1"}`)},
 		{AuditID: "s1", Stage: "RequestReceived", StageTimestamp: at(0), Event: []byte(`{"stage": "RequestReceived", "x": 1.50}`)},
 	}
-	write(t, s, store.Batch{Sessions: []store.Session{ss}, Processes: []store.Process{p1, p2}, AuditRecords: recs})
+	write(t, s, store.Batch{Sessions: []join.Session{ss}, Processes: []join.Process{p1, p2}, AuditRecords: recs})
 
 	d, err := s.GetSession(ctx, "s1")
 	if err != nil {
@@ -63,7 +71,7 @@ func testRoundTrip(t *testing.T, s store.Backend) {
 	want := ss
 	want.FirstProcess, want.LastProcess, want.ProcessCount = at(3), at(5), 2
 	sameJSON(t, "session", d.Session, want)
-	sameJSON(t, "processes oldest first", d.Processes, []store.Process{p2, p1})
+	sameJSON(t, "processes oldest first", d.Processes, []join.Process{p2, p1})
 	sameJSON(t, "audit records by time", d.AuditRecords, []store.AuditRecord{recs[1], recs[0]})
 	if string(d.AuditRecords[0].Event) != string(recs[1].Event) {
 		t.Fatalf("audit event not kept byte for byte: %s", d.AuditRecords[0].Event)
@@ -78,7 +86,7 @@ func testRoundTrip(t *testing.T, s store.Backend) {
 	sameJSON(t, "listed session", list[0], want)
 
 	// A session without processes has zero aggregates and an empty list.
-	write(t, s, store.Batch{Sessions: []store.Session{session("s2", "carol", 100)}})
+	write(t, s, store.Batch{Sessions: []join.Session{session("s2", "carol", 100)}})
 	d, err = s.GetSession(ctx, "s2")
 	if err != nil {
 		t.Fatal(err)
@@ -90,9 +98,10 @@ func testRoundTrip(t *testing.T, s store.Backend) {
 
 func testUpsertReplaces(t *testing.T, s store.Backend) {
 	ctx := context.Background()
-	write(t, s, store.Batch{Sessions: []store.Session{session("s1", "alice", 0)}})
-	bare := store.Session{AuditID: "s1", Username: "dave", RequestReceived: at(1), UpdatedAt: base}
-	write(t, s, store.Batch{Sessions: []store.Session{bare}})
+	write(t, s, store.Batch{Sessions: []join.Session{session("s1", "alice", 0)}})
+	bare := join.Session{ExecRecord: auditlog.ExecRecord{AuditID: "s1", User: auditlog.UserInfo{Username: "dave"},
+		RequestReceivedTimestamp: at(1)}, UpdatedAt: base}
+	write(t, s, store.Batch{Sessions: []join.Session{bare}})
 	d, err := s.GetSession(ctx, "s1")
 	if err != nil {
 		t.Fatal(err)
@@ -105,15 +114,16 @@ func testUpsertReplaces(t *testing.T, s store.Backend) {
 	p := process("p1", "s1", 2)
 	p2 := p
 	p2.Argv = []string{"bash"}
-	write(t, s, store.Batch{Processes: []store.Process{p, p2}})
+	write(t, s, store.Batch{Processes: []join.Process{p, p2}})
 	got, _, err := s.ListProcesses(ctx, store.ProcessFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameJSON(t, "last row wins", got, []store.Process{p2})
+	sameJSON(t, "last row wins", got, []join.Process{p2})
 
 	// An unset UpdatedAt is stamped.
-	write(t, s, store.Batch{Sessions: []store.Session{{AuditID: "s3", RequestReceived: at(5)}}})
+	write(t, s, store.Batch{Sessions: []join.Session{{ExecRecord: auditlog.ExecRecord{AuditID: "s3",
+		RequestReceivedTimestamp: at(5)}}}})
 	if d, err := s.GetSession(ctx, "s3"); err != nil || d.UpdatedAt.IsZero() {
 		t.Fatalf("UpdatedAt = %v, %v", d.UpdatedAt, err)
 	}
@@ -125,8 +135,8 @@ func testInvalidRows(t *testing.T, s store.Backend) {
 		t.Fatalf("empty batch: %v", err)
 	}
 	for _, b := range []store.Batch{
-		{Sessions: []store.Session{{Username: "x"}}},
-		{Processes: []store.Process{{PID: 1}}},
+		{Sessions: []join.Session{{ExecRecord: auditlog.ExecRecord{User: auditlog.UserInfo{Username: "x"}}}}},
+		{Processes: []join.Process{{Exec: capture.Exec{PID: 1}}}},
 		{AuditRecords: []store.AuditRecord{{AuditID: "a"}}},
 		{Alerts: []store.Alert{{Rule: "r"}}},
 	} {
@@ -140,8 +150,8 @@ func testSessionFilters(t *testing.T, s store.Backend) {
 	s1, s2, s3, s4 := session("s1", "alice", 10), session("s2", "bob", 20), session("s3", "alice", 30), session("s4", "eve", 40)
 	s2.Namespace, s2.Pod, s2.Container = "kube-system", "dns-0", "dns"
 	s3.Command = []string{"cat", "/etc/*passwd?"}
-	s4.ImpersonatedUser = &store.UserInfo{Username: "alice", Groups: []string{"admins"}}
-	write(t, s, store.Batch{Sessions: []store.Session{s1, s2, s3, s4}})
+	s4.ImpersonatedUser = &auditlog.UserInfo{Username: "alice", Groups: []string{"admins"}}
+	write(t, s, store.Batch{Sessions: []join.Session{s1, s2, s3, s4}})
 	cases := []struct {
 		f    store.SessionFilter
 		want []string
@@ -172,11 +182,11 @@ func testSessionFilters(t *testing.T, s store.Backend) {
 
 func testProcessFilters(t *testing.T, s store.Backend) {
 	s1, s2 := session("s1", "alice", 0), session("s2", "bob", 1)
-	s2.ImpersonatedUser = &store.UserInfo{Username: "root", Groups: []string{"wheel"}}
+	s2.ImpersonatedUser = &auditlog.UserInfo{Username: "root", Groups: []string{"wheel"}}
 	p1, p2, p3, p4 := process("p1", "s1", 10), process("p2", "s2", 20), process("p3", "s2", 30), process("p4", "", 40)
 	p3.Namespace, p3.Pod, p3.Container, p3.Argv = "prod", "db-0", "pg", []string{"psql", "-c", `SELECT '*'`}
-	p4.Attribution = store.AttributionHeuristic
-	write(t, s, store.Batch{Sessions: []store.Session{s1, s2}, Processes: []store.Process{p1, p2, p3, p4}})
+	p4.Attribution = vocab.AttributionHeuristic
+	write(t, s, store.Batch{Sessions: []join.Session{s1, s2}, Processes: []join.Process{p1, p2, p3, p4}})
 	cases := []struct {
 		f    store.ProcessFilter
 		want []string
@@ -192,7 +202,7 @@ func testProcessFilters(t *testing.T, s store.Backend) {
 		{store.ProcessFilter{Pod: "db-0"}, []string{"p3"}},
 		{store.ProcessFilter{Container: "app"}, []string{"p4", "p2", "p1"}},
 		{store.ProcessFilter{AuditID: "s2"}, []string{"p3", "p2"}},
-		{store.ProcessFilter{Attribution: store.AttributionHeuristic}, []string{"p4"}},
+		{store.ProcessFilter{Attribution: string(vocab.AttributionHeuristic)}, []string{"p4"}},
 		{store.ProcessFilter{Command: `'*'`}, []string{"p3"}},
 		{store.ProcessFilter{Command: "*"}, []string{"p3"}},
 		{store.ProcessFilter{Command: "echo p"}, []string{"p4", "p2", "p1"}},
@@ -204,9 +214,9 @@ func testProcessFilters(t *testing.T, s store.Backend) {
 }
 
 func testLateSession(t *testing.T, s store.Backend) {
-	write(t, s, store.Batch{Processes: []store.Process{process("p1", "late", 5)}})
+	write(t, s, store.Batch{Processes: []join.Process{process("p1", "late", 5)}})
 	sameIDs(t, "before the session", allProcesses(t, s, store.ProcessFilter{User: "alice"}), nil)
-	write(t, s, store.Batch{Sessions: []store.Session{session("late", "alice", 0)}})
+	write(t, s, store.Batch{Sessions: []join.Session{session("late", "alice", 0)}})
 	sameIDs(t, "after the session", allProcesses(t, s, store.ProcessFilter{User: "alice"}), []string{"p1"})
 	d, err := s.GetSession(context.Background(), "late")
 	if err != nil || d.ProcessCount != 1 || len(d.Processes) != 1 {
@@ -291,7 +301,7 @@ func testConcurrentPaging(t *testing.T, s store.Backend) {
 		wg.Add(1)
 		go func(page int) {
 			defer wg.Done()
-			_ = s.Write(ctx, store.Batch{Sessions: []store.Session{
+			_ = s.Write(ctx, store.Batch{Sessions: []join.Session{
 				session(fmt.Sprintf("new%02d", page), "alice", 1000+page),
 			}})
 		}(page)
@@ -306,7 +316,7 @@ func testConcurrentPaging(t *testing.T, s store.Backend) {
 
 func testErrors(t *testing.T, s store.Backend) {
 	ctx := context.Background()
-	write(t, s, store.Batch{Sessions: []store.Session{session("s1", "alice", 0)}})
+	write(t, s, store.Batch{Sessions: []join.Session{session("s1", "alice", 0)}})
 	for _, id := range []string{"nope", ""} {
 		if _, err := s.GetSession(ctx, id); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("GetSession(%q) = %v, want ErrNotFound", id, err)
@@ -329,7 +339,7 @@ func testErrors(t *testing.T, s store.Backend) {
 
 func testTruncation(t *testing.T, s store.Backend) {
 	var b store.Batch
-	b.Sessions = []store.Session{session("s1", "alice", 0)}
+	b.Sessions = []join.Session{session("s1", "alice", 0)}
 	for i := range SessionProcessLimit + 2 {
 		b.Processes = append(b.Processes, process(fmt.Sprintf("p%d", i), "s1", 100-i))
 	}
@@ -346,64 +356,4 @@ func testTruncation(t *testing.T, s store.Backend) {
 		got = append(got, p.ProcessID)
 	}
 	sameIDs(t, "oldest processes kept", got, ids("p", 6, 5, 4, 3, 2))
-}
-
-func testRetention(t *testing.T, s store.Backend) {
-	ctx := context.Background()
-	oldEnded := session("old-ended", "alice", 0)   // ended at 30, no process: goes
-	oldBusy := session("old-busy", "alice", 1)     // ended at 31, a running process: stays
-	oldOpen := session("old-open", "alice", 2)     // never ended, received at 2: goes
-	oldExited := session("old-exited", "alice", 3) // its only process exited at 50: both go
-	recent := session("recent", "alice", 500)
-	oldOpen.End = nil
-	running := process("running", "old-busy", 5)
-	exited := process("exited", "old-exited", 6)
-	exited.Exit = ptr(at(50))
-	late := process("late-exit", "recent", 510)
-	late.Exit = ptr(at(520))
-	rec := func(id string, sec int) store.AuditRecord {
-		return store.AuditRecord{AuditID: id, Stage: "ResponseComplete", StageTimestamp: at(sec), Event: []byte(`{}`)}
-	}
-	write(t, s, store.Batch{
-		Sessions:     []store.Session{oldEnded, oldBusy, oldOpen, oldExited, recent},
-		Processes:    []store.Process{running, exited, late},
-		AuditRecords: []store.AuditRecord{rec("old-ended", 30), rec("old-busy", 31), rec("orphan", 40), rec("new-orphan", 400), rec("recent", 530)},
-		Alerts:       []store.Alert{alert("old", "r", 10), alert("new", "r", 600)},
-	})
-	d, err := s.DeleteOlderThan(ctx, at(100))
-	if err != nil {
-		t.Fatalf("DeleteOlderThan: %v", err)
-	}
-	sameJSON(t, "deleted counts", d, store.Deleted{Sessions: 3, Processes: 1, AuditRecords: 2, Alerts: 1})
-	sameIDs(t, "sessions left", allSessions(t, s, store.SessionFilter{}), []string{"recent", "old-busy"})
-	sameIDs(t, "processes left", allProcesses(t, s, store.ProcessFilter{}), []string{"late-exit", "running"})
-	sameIDs(t, "alerts left", allAlerts(t, s, store.AlertFilter{}), []string{"new"})
-	if det, err := s.GetSession(ctx, "old-busy"); err != nil || len(det.AuditRecords) != 1 {
-		t.Fatalf("kept session lost its audit record: %+v, %v", det.AuditRecords, err)
-	}
-	again, err := s.DeleteOlderThan(ctx, at(100))
-	if err != nil || again != (store.Deleted{}) {
-		t.Fatalf("second pass = %+v, %v", again, err)
-	}
-}
-
-// testClaimants: a process that only claimed a session's ID is listed as a
-// claimant, never counted or filtered by user as the session's own.
-func testClaimants(t *testing.T, s store.Backend) {
-	ctx := context.Background()
-	own := process("own", "victim", 1)
-	forged := process("forged", "", 2)
-	forged.ClaimedAuditID, forged.Flags, forged.Attribution = "victim", []string{"root_unverified"}, ""
-	write(t, s, store.Batch{Sessions: []store.Session{session("victim", "alice", 0)}, Processes: []store.Process{own, forged}})
-	d, err := s.GetSession(ctx, "victim")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(d.Processes) != 1 || d.Processes[0].ProcessID != "own" || d.ProcessCount != 1 {
-		t.Errorf("processes = %v (count %d), want only own", d.Processes, d.ProcessCount)
-	}
-	if len(d.Claimants) != 1 || d.Claimants[0].ProcessID != "forged" {
-		t.Errorf("claimants = %v, want forged", d.Claimants)
-	}
-	sameIDs(t, "alice's processes", allProcesses(t, s, store.ProcessFilter{User: "alice"}), []string{"own"})
 }

@@ -1,0 +1,84 @@
+package delivery
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/execid/correlator/pkg/alert"
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/join"
+	"github.com/execid/correlator/pkg/store"
+)
+
+// FuzzFormatSyslog: whatever an alert holds, the message is strict RFC
+// 5424 and the CEF body splits back into the same fields.
+func FuzzFormatSyslog(f *testing.F) {
+	f.Add("r", "high", "msg", "id", "user", "ns")
+	f.Add("rule with spaces", "critical", "a]b\"c\\d|e=f\ng\xff", "x", `u"]\`, "k|s")
+	f.Fuzz(func(t *testing.T, rule, sev, msg, id, user, ns string) {
+		s := join.Session{ExecRecord: auditlog.ExecRecord{User: auditlog.UserInfo{Username: user}, Namespace: ns}}
+		p, _ := json.Marshal(alert.Input{Session: &s})
+		a := store.Alert{ID: id, Time: t0, Rule: rule, Severity: sev, Message: msg, Payload: p}
+		for _, format := range []string{FormatRFC5424, FormatCEF} {
+			raw := formatSyslog(&a, 4, "node 1", "42", "v|1", format, 0)
+			m, err := parseRFC5424(raw)
+			if err != nil {
+				t.Fatalf("%v\n%q", err, raw)
+			}
+			if m.SD[sdID]["user"] != viaJSON(user) {
+				t.Fatalf("user %q became %q", user, m.SD[sdID]["user"])
+			}
+			if format == FormatCEF {
+				hdr, ext, err := splitCEF(m.Msg)
+				if err != nil {
+					t.Fatalf("%v\n%q", err, m.Msg)
+				}
+				if hdr[4] != cefHeaderEscaperInverse(rule) || ext["suser"] != viaJSON(user) {
+					t.Fatalf("CEF %q: hdr %q ext %q", m.Msg, hdr, ext)
+				}
+			} else if m.Msg != strings.ToValidUTF8(msg, "\uFFFD") {
+				t.Fatalf("MSG %q, want %q", m.Msg, msg)
+			}
+			if udp := formatSyslog(&a, 4, "h", "1", "v", format, 600); len(udp) > 600 && len(udp) > len(raw)-len(m.Msg) {
+				t.Fatalf("truncated message is %d bytes", len(udp))
+			}
+		}
+	})
+}
+
+// cefHeaderEscaperInverse is what a CEF reader gets back for a header
+// field: the text, valid UTF-8, with line breaks as spaces.
+func cefHeaderEscaperInverse(s string) string {
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(strings.ToValidUTF8(s, "\uFFFD"))
+}
+
+// viaJSON is s as it comes out of an alert's JSON payload.
+func viaJSON(s string) string {
+	b, _ := json.Marshal(s)
+	var out string
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+// TestClaimantSyslog: syslog and CEF take the user from the payload's
+// session, so a claimant's alert names no user there.
+func TestClaimantSyslog(t *testing.T) {
+	in := claimantInput()
+	in.Process.Flags = []string{"root_unverified"}
+	alerts := newTestEngine(t).Evaluate(in, t0)
+	if len(alerts) != 1 || alerts[0].Rule != "borrowed-audit-id" {
+		t.Fatalf("raised %v, want borrowed-audit-id", alerts)
+	}
+	for _, format := range []string{FormatRFC5424, FormatCEF} {
+		line := string(formatSyslog(&alerts[0], 1, "node-1", "1", "test", format, 0))
+		for _, bad := range []string{` user="`, "suser=", "duser=", "cs1="} {
+			if strings.Contains(line, bad) {
+				t.Errorf("%s: %q names the claimed session as the process's: %s", format, bad, line)
+			}
+		}
+		if !strings.Contains(line, "1234-1700000000000000000") {
+			t.Errorf("%s: the process is not named: %s", format, line)
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package sqlite
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"time"
+)
+
+// nanos stores a time as nanoseconds since the epoch; the zero time is 0.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// nullNanos stores the zero time as NULL: a session not seen to end, a
+// process still running.
+func nullNanos(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// encoder encodes JSON columns, keeping the first error, so that a row's
+// arguments read as one list.
+type encoder struct{ err error }
+
+// json stores v (a slice, map or pointer) as JSON text, and an empty or
+// nil one as NULL.
+func (e *encoder) json(v any) any {
+	rv := reflect.ValueOf(v)
+	empty := rv.Kind() == reflect.Pointer && rv.IsNil() ||
+		(rv.Kind() == reflect.Slice || rv.Kind() == reflect.Map) && rv.Len() == 0
+	if empty || e.err != nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		e.err = fmt.Errorf("encoding %T: %w", v, err)
+		return nil
+	}
+	return string(b)
+}
+
+// jsonColumn is one nullable JSON column and where it decodes to.
+type jsonColumn struct {
+	col sql.NullString
+	dst any
+}
+
+// decodeJSON decodes each nullable JSON column into its destination; NULL
+// leaves the destination as is.
+func decodeJSON(cols ...jsonColumn) error {
+	for _, c := range cols {
+		if !c.col.Valid || c.col.String == "" {
+			continue
+		}
+		if err := json.Unmarshal([]byte(c.col.String), c.dst); err != nil {
+			return fmt.Errorf("decoding %T column: %w", c.dst, err)
+		}
+	}
+	return nil
+}

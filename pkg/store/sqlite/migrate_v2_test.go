@@ -1,0 +1,140 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execid/correlator/pkg/store"
+)
+
+// auditRecordsV2 is audit_records as versions 1 and 2 made it, keyed by
+// (audit_id, stage) alone.
+const auditRecordsV2 = `CREATE TABLE audit_records (
+		audit_id        TEXT NOT NULL,
+		stage           TEXT NOT NULL,
+		stage_timestamp INTEGER NOT NULL,
+		event           TEXT NOT NULL,
+		PRIMARY KEY (audit_id, stage)
+	) WITHOUT ROWID`
+
+// v4Columns are the columns version 4 added.
+var v4Columns = regexp.MustCompile(`,\s*(ports|request_uri|annotations|spo_request_uid|conflicts|exec_time|argv_truncated)\s[^,\n]*`)
+
+// createOldSchema creates schemaV1 as version (1 to 3) had it: without
+// version 4's columns, and with audit_records as version 2 had it before
+// version 3; it passes every other statement through edit (nil keeps it;
+// an empty result skips it), and sets user_version.
+func createOldSchema(t *testing.T, db *sql.DB, version int, edit func(string) string) {
+	t.Helper()
+	for _, stmt := range schemaV1 {
+		stmt = v4Columns.ReplaceAllString(stmt, "")
+		if version < 3 && strings.HasPrefix(strings.TrimSpace(stmt), "CREATE TABLE audit_records") {
+			stmt = auditRecordsV2
+		} else if edit != nil {
+			stmt = edit(stmt)
+		}
+		if stmt == "" {
+			continue
+		}
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatalf("creating version %d schema: %v", version, err)
+		}
+	}
+	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", version)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// auditEvent is a streaming exec audit event for a request by user from
+// ip, received at base+recv seconds.
+func auditEvent(id, stage, user, ip string, recv int) store.AuditRecord {
+	t := base.Add(time.Duration(recv) * time.Second)
+	ev := fmt.Sprintf(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":%q,"stage":%q,`+
+		`"requestURI":"/api/v1/namespaces/prod/pods/web-0/exec?command=sh","verb":"create",`+
+		`"user":{"username":%q},"sourceIPs":[%q],"requestReceivedTimestamp":%q}`,
+		id, stage, user, ip, t.Format(time.RFC3339Nano))
+	return store.AuditRecord{AuditID: id, Stage: stage, StageTimestamp: t.Add(time.Second), Event: []byte(ev)}
+}
+
+// TestMigrateFromV2 builds a version-2 file, whose audit_records were
+// keyed by (audit_id, stage), and checks that Open keys the stored records
+// by request: a redelivery still replaces its row, and a different request
+// with the same audit ID is kept beside it.
+func TestMigrateFromV2(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v2.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	createOldSchema(t, db, 2, nil)
+	victim := auditEvent("shared", "ResponseStarted", "alice", "10.0.0.1", 0)
+	other := auditEvent("other", "ResponseComplete", "bob", "10.0.0.2", 3)
+	for _, r := range []store.AuditRecord{victim, other} {
+		if _, err := db.Exec(`INSERT INTO audit_records (audit_id, stage, stage_timestamp, event) VALUES (?,?,?,?)`,
+			r.AuditID, r.Stage, r.StageTimestamp.UnixNano(), string(r.Event)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s := openAt(t, path)
+	ctx := context.Background()
+	var keys int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM audit_records WHERE request_key = ? OR request_key = ?`,
+		victim.RequestKey(), other.RequestKey()).Scan(&keys); err != nil || keys != 2 {
+		t.Fatalf("records keyed by request after migration: %d, %v", keys, err)
+	}
+	intruder := auditEvent("shared", "ResponseStarted", "mallory", "10.0.0.66", 5)
+	if err := s.Write(ctx, store.Batch{AuditRecords: []store.AuditRecord{victim, intruder}}); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM audit_records WHERE audit_id = 'shared'`).Scan(&rows); err != nil || rows != 2 {
+		t.Fatalf("records of the reused ID = %d, want the victim's and the intruder's: %v", rows, err)
+	}
+	var idx int
+	if err := s.r.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE name = 'audit_records_time'").Scan(&idx); err != nil || idx != 1 {
+		t.Fatalf("audit_records_time index after migration: %d, %v", idx, err)
+	}
+	if res, err := s.IntegrityCheck(ctx); err != nil || res != "ok" {
+		t.Fatalf("integrity check: %q, %v", res, err)
+	}
+}
+
+// TestAuditIDReuseKeepsBoth checks at the table that a conflicting request
+// adds a row, and that a redelivery does not.
+func TestAuditIDReuseKeepsBoth(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	victim := auditEvent("shared", "ResponseStarted", "alice", "10.0.0.1", 0)
+	intruder := auditEvent("shared", "ResponseStarted", "mallory", "10.0.0.66", 5)
+	for _, b := range []store.Batch{{AuditRecords: []store.AuditRecord{victim}}, {AuditRecords: []store.AuditRecord{victim, intruder}},
+		{AuditRecords: []store.AuditRecord{intruder}}} {
+		if err := s.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var users []string
+	rows, err := s.r.QueryContext(ctx, `SELECT json_extract(event, '$.user.username') FROM audit_records
+		WHERE audit_id = 'shared' ORDER BY stage_timestamp`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			t.Fatal(err)
+		}
+		users = append(users, u)
+	}
+	if strings.Join(users, ",") != "alice,mallory" {
+		t.Fatalf("stored records of the reused ID by user = %v, want alice,mallory", users)
+	}
+}

@@ -1,0 +1,140 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/execid/correlator/pkg/store"
+)
+
+// DeleteOlderThan removes what stopped mattering before t:
+//   - processes that exited before t (running processes stay, however old);
+//   - sessions that ended before t (or, never seen to end, were received
+//     before t) and have no process left, with their audit records, so a
+//     long-running process never loses the user who started it;
+//   - audit records before t that belong to no session;
+//   - alerts before t.
+//
+// It deletes in transactions of Config.DeleteChunk rows, so writers wait
+// for one chunk at most.
+func (s *Store) DeleteOlderThan(ctx context.Context, t time.Time) (store.Deleted, error) {
+	var d store.Deleted
+	cut := t.UnixNano()
+	steps := []struct {
+		name string
+		n    *int64
+		sql  string
+	}{
+		{"processes", &d.Processes, `DELETE FROM processes WHERE id IN (
+			SELECT id FROM processes WHERE exit_time < ? LIMIT ?)`},
+		{"orphan audit records", &d.AuditRecords, `DELETE FROM audit_records WHERE (audit_id, stage, request_key) IN (
+			SELECT a.audit_id, a.stage, a.request_key FROM audit_records a WHERE a.stage_timestamp < ?
+			AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.audit_id = a.audit_id) LIMIT ?)`},
+		{"alerts", &d.Alerts, `DELETE FROM alerts WHERE seq IN (
+			SELECT seq FROM alerts WHERE time < ? LIMIT ?)`},
+	}
+	for i, st := range steps {
+		if i == 1 {
+			// Sessions go after their processes and before orphaned records.
+			if err := s.deleteSessions(ctx, cut, &d); err != nil {
+				return d, fmt.Errorf("deleting sessions older than %s: %w", t.Format(time.RFC3339), err)
+			}
+		}
+		for {
+			res, err := s.w.ExecContext(ctx, st.sql, cut, s.cfg.DeleteChunk)
+			if err != nil {
+				return d, fmt.Errorf("deleting %s older than %s: %w", st.name, t.Format(time.RFC3339), err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return d, fmt.Errorf("counting deleted %s: %w", st.name, err)
+			}
+			*st.n += n
+			if n < int64(s.cfg.DeleteChunk) {
+				break
+			}
+		}
+	}
+	return d, nil
+}
+
+// deleteSessions removes, a chunk per transaction, the sessions that
+// ended before cut and have no process left, with their user and group rows
+// and audit records.
+func (s *Store) deleteSessions(ctx context.Context, cut int64, d *store.Deleted) error {
+	for {
+		n, recs, err := s.deleteSessionChunk(ctx, cut)
+		if err != nil {
+			return err
+		}
+		d.Sessions += n
+		d.AuditRecords += recs
+		if n < int64(s.cfg.DeleteChunk) {
+			return nil
+		}
+	}
+}
+
+func (s *Store) deleteSessionChunk(ctx context.Context, cut int64) (sessions, records int64, err error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, 0, fmt.Errorf("beginning retention transaction: %w", err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, `SELECT s.id, s.audit_id FROM sessions s
+		WHERE coalesce(s.end_time, s.request_received) < ?
+		AND NOT EXISTS (SELECT 1 FROM processes p WHERE p.audit_id = s.audit_id) LIMIT ?`,
+		cut, s.cfg.DeleteChunk)
+	if err != nil {
+		return 0, 0, fmt.Errorf("selecting expired sessions: %w", err)
+	}
+	type key struct {
+		id      int64
+		auditID string
+	}
+	var keys []key
+	for rows.Next() {
+		var k key
+		if err := rows.Scan(&k.id, &k.auditID); err != nil {
+			rows.Close()
+			return 0, 0, fmt.Errorf("reading expired session: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, 0, fmt.Errorf("reading expired sessions: %w", err)
+	}
+	for _, k := range keys {
+		for _, q := range []string{`DELETE FROM session_users WHERE session_id = ?`,
+			`DELETE FROM session_groups WHERE session_id = ?`} {
+			if _, err := tx.ExecContext(ctx, q, k.id); err != nil {
+				return 0, 0, fmt.Errorf("deleting users and groups of session %s: %w", k.auditID, err)
+			}
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM audit_records WHERE audit_id = ?`, k.auditID)
+		if err != nil {
+			return 0, 0, fmt.Errorf("deleting audit records of session %s: %w", k.auditID, err)
+		}
+		n, _ := res.RowsAffected()
+		records += n
+		if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, k.id); err != nil {
+			return 0, 0, fmt.Errorf("deleting session %s: %w", k.auditID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, 0, fmt.Errorf("committing retention transaction: %w", err)
+	}
+	return int64(len(keys)), records, nil
+}
+
+// RunRetention deletes what is older than maxAge every interval until ctx
+// is done, logging each pass that deleted something. It returns ctx's
+// error.
+func (s *Store) RunRetention(ctx context.Context, maxAge, interval time.Duration) error {
+	return store.RunRetention(ctx, s, maxAge, interval, s.log, func(ctx context.Context) error {
+		_, err := s.w.ExecContext(ctx, "PRAGMA optimize")
+		return err
+	})
+}

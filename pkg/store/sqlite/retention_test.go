@@ -1,0 +1,119 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/internal/testutil"
+	"github.com/execid/correlator/pkg/join"
+	"github.com/execid/correlator/pkg/store"
+)
+
+func TestDeleteOlderThan(t *testing.T) {
+	// A chunk of 2 makes every step loop.
+	s, err := Open(filepath.Join(t.TempDir(), "s.db"), Config{DeleteChunk: 2}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	cut := base.Add(time.Hour)
+	at := func(d time.Duration) time.Time { return base.Add(d) }
+
+	// old: ended before cut, all processes exited before cut → deleted.
+	old := session("old", "alice", 0)
+	oldP := []join.Process{process("old-1", "old", 1), process("old-2", "old", 2), process("old-3", "old", 3)}
+	for i := range oldP {
+		oldP[i].Exit = at(time.Minute)
+	}
+	// daemon: ended before cut, but its nohup'd child still runs → kept.
+	daemon := session("daemon", "bob", 1)
+	daemonP := []join.Process{process("daemon-1", "daemon", 60), process("daemon-2", "daemon", 61)}
+	daemonP[0].Exit = at(2 * time.Minute)
+	// late: its process exited after cut → kept.
+	late := session("late", "carol", 2)
+	lateP := process("late-1", "late", 120)
+	lateP.Exit = at(2 * time.Hour)
+	// open: never seen to end, received before cut, no processes → deleted.
+	open := session("open", "dave", 3)
+	open.EndTimestamp = time.Time{}
+	// recent: received after cut → kept.
+	recent := session("recent", "erin", 120)
+	// stray: an exited process with no session → deleted.
+	stray := process("stray", "", 5)
+	stray.Exit = at(10 * time.Minute)
+
+	procs := append(append(oldP, daemonP...), lateP, stray)
+	recs := []store.AuditRecord{
+		{AuditID: "old", Stage: "RequestReceived", StageTimestamp: base, Event: json.RawMessage(`{}`)},
+		{AuditID: "old", Stage: "ResponseComplete", StageTimestamp: base, Event: json.RawMessage(`{}`)},
+		{AuditID: "daemon", Stage: "ResponseComplete", StageTimestamp: base, Event: json.RawMessage(`{}`)},
+		{AuditID: "orphan", Stage: "ResponseComplete", StageTimestamp: base, Event: json.RawMessage(`{}`)},
+		{AuditID: "orphan-new", Stage: "ResponseComplete", StageTimestamp: cut, Event: json.RawMessage(`{}`)},
+	}
+	alerts := []store.Alert{{ID: "a-old", Time: base}, {ID: "a-new", Time: cut}}
+	if err := s.Write(ctx, store.Batch{Sessions: []join.Session{old, daemon, late, open, recent}, Processes: procs,
+		AuditRecords: recs, Alerts: alerts}); err != nil {
+		t.Fatal(err)
+	}
+
+	d, err := s.DeleteOlderThan(ctx, cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := store.Deleted{Sessions: 2, Processes: 5, AuditRecords: 3, Alerts: 1}
+	if d != want {
+		t.Errorf("deleted %+v, want %+v", d, want)
+	}
+	if got := sessionIDs(allSessions(t, s, store.SessionFilter{})); !slices.Equal(got, []string{"recent", "late", "daemon"}) {
+		t.Errorf("sessions left: %v", got)
+	}
+	ps, _, _ := s.ListProcesses(ctx, store.ProcessFilter{})
+	if got := processIDs(ps); !slices.Equal(got, []string{"late-1", "daemon-2"}) {
+		t.Errorf("processes left: %v", got)
+	}
+	if got := sessionIDs(allSessions(t, s, store.SessionFilter{Group: "team-alice"})); len(got) != 0 {
+		t.Errorf("group rows of deleted sessions still match: %v", got)
+	}
+	var groupRows, recRows int
+	s.r.QueryRow("SELECT count(*) FROM session_groups").Scan(&groupRows)
+	s.r.QueryRow("SELECT count(*) FROM audit_records").Scan(&recRows)
+	if groupRows != 6 || recRows != 2 {
+		t.Errorf("%d group rows (want 6), %d audit records (want 2)", groupRows, recRows)
+	}
+	dd, _ := s.GetSession(ctx, "daemon")
+	if dd.ProcessCount != 1 || len(dd.AuditRecords) != 1 {
+		t.Errorf("daemon kept %d processes and %d records", dd.ProcessCount, len(dd.AuditRecords))
+	}
+	// A second pass finds nothing more.
+	if d, err := s.DeleteOlderThan(ctx, cut); err != nil || d != (store.Deleted{}) {
+		t.Errorf("second pass deleted %+v, %v", d, err)
+	}
+}
+
+func TestRunRetention(t *testing.T) {
+	s := openTest(t)
+	old := session("old", "alice", 0)
+	old.RequestReceivedTimestamp, old.EndTimestamp = time.Now().Add(-48*time.Hour), time.Now().Add(-47*time.Hour)
+	mustUpsert(t, s, []join.Session{old}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.RunRetention(ctx, time.Hour, 10*time.Millisecond) }()
+	testutil.Eventually(t, "the retention loop deleted the old session", func() bool {
+		_, err := s.GetSession(context.Background(), "old")
+		return err != nil
+	})
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Errorf("RunRetention = %v", err)
+	}
+	if err := s.RunRetention(context.Background(), 0, time.Second); err == nil {
+		t.Error("RunRetention accepted a zero max age")
+	}
+}

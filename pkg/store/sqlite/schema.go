@@ -1,0 +1,234 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/execid/correlator/pkg/store"
+)
+
+// schemaVersion is stored in PRAGMA user_version. Bump it with a migration
+// step in migrate when the schema changes.
+const schemaVersion = 4
+
+// schemaV1 is the current schema, which a new file is created with (its
+// name is historical). Times are INTEGER nanoseconds since the Unix epoch,
+// 0 for the zero time, NULL where the zero time means "not yet" (a session
+// not seen to end, a process still running); lists, maps and records are
+// JSON text, NULL when empty.
+// Every list and keyset ordering is (time DESC, id DESC), where id is the
+// table's INTEGER PRIMARY KEY (its rowid, which every secondary index ends
+// in), so a filtered page walks one (column, time) index in order and
+// stops at LIMIT. The id is declared, so VACUUM keeps it.
+var schemaV1 = []string{
+	`CREATE TABLE sessions (
+		id               INTEGER PRIMARY KEY,
+		audit_id         TEXT NOT NULL UNIQUE,
+		username         TEXT NOT NULL DEFAULT '',
+		uid              TEXT NOT NULL DEFAULT '',
+		groups           TEXT,
+		extra            TEXT,
+		impersonated     TEXT,
+		source_ips       TEXT,
+		user_agent       TEXT NOT NULL DEFAULT '',
+		namespace        TEXT NOT NULL DEFAULT '',
+		pod              TEXT NOT NULL DEFAULT '',
+		container        TEXT NOT NULL DEFAULT '',
+		command          TEXT,
+		command_line     TEXT NOT NULL DEFAULT '',
+		verb             TEXT NOT NULL DEFAULT '',
+		subresource      TEXT NOT NULL DEFAULT '',
+		code             INTEGER NOT NULL DEFAULT 0,
+		decision         TEXT NOT NULL DEFAULT '',
+		reason           TEXT NOT NULL DEFAULT '',
+		request_received INTEGER NOT NULL,
+		end_time         INTEGER,
+		stages           TEXT,
+		flags            TEXT,
+		updated_at       INTEGER NOT NULL,
+		env              TEXT,
+		stdin            INTEGER NOT NULL DEFAULT 0,
+		tty              INTEGER NOT NULL DEFAULT 0,
+		ports            TEXT,
+		request_uri      TEXT NOT NULL DEFAULT '',
+		annotations      TEXT,
+		spo_request_uid  TEXT NOT NULL DEFAULT '',
+		conflicts        TEXT
+	)`,
+	`CREATE INDEX sessions_received ON sessions (request_received)`,
+	`CREATE INDEX sessions_namespace ON sessions (namespace, request_received)`,
+	`CREATE INDEX sessions_pod ON sessions (pod, request_received)`,
+	`CREATE INDEX sessions_container ON sessions (container, request_received)`,
+	`CREATE INDEX sessions_end ON sessions (coalesce(end_time, request_received))`,
+
+	// One row per (session, username) and per (session, group), the
+	// authenticated and the impersonated user's alike, with the session's
+	// time and id copied, so that a user or group filter walks
+	// (name, time, id) in the sessions' order.
+	`CREATE TABLE session_users (
+		username         TEXT NOT NULL,
+		request_received INTEGER NOT NULL,
+		session_id       INTEGER NOT NULL,
+		PRIMARY KEY (username, request_received, session_id)
+	) WITHOUT ROWID`,
+	`CREATE INDEX session_users_session ON session_users (session_id)`,
+	`CREATE TABLE session_groups (
+		grp              TEXT NOT NULL,
+		request_received INTEGER NOT NULL,
+		session_id       INTEGER NOT NULL,
+		PRIMARY KEY (grp, request_received, session_id)
+	) WITHOUT ROWID`,
+	`CREATE INDEX session_groups_session ON session_groups (session_id)`,
+
+	`CREATE TABLE processes (
+		id                INTEGER PRIMARY KEY,
+		process_id        TEXT NOT NULL UNIQUE,
+		parent_process_id TEXT NOT NULL DEFAULT '',
+		pid               INTEGER NOT NULL DEFAULT 0,
+		ppid              INTEGER NOT NULL DEFAULT 0,
+		uid               INTEGER NOT NULL DEFAULT 0,
+		filename          TEXT NOT NULL DEFAULT '',
+		argv              TEXT,
+		argv_line         TEXT NOT NULL DEFAULT '',
+		container_id      TEXT NOT NULL DEFAULT '',
+		pod_uid           TEXT NOT NULL DEFAULT '',
+		namespace         TEXT NOT NULL DEFAULT '',
+		pod               TEXT NOT NULL DEFAULT '',
+		container         TEXT NOT NULL DEFAULT '',
+		start             INTEGER NOT NULL,
+		exit_time         INTEGER,
+		exit_code         INTEGER,
+		audit_id          TEXT NOT NULL DEFAULT '',
+		claimed_audit_id  TEXT NOT NULL DEFAULT '',
+		attribution       TEXT NOT NULL DEFAULT '',
+		confidence        REAL NOT NULL DEFAULT 0,
+		candidates        TEXT,
+		source            TEXT NOT NULL DEFAULT '',
+		flags             TEXT,
+		session_root_id   TEXT NOT NULL DEFAULT '',
+		exec_time         INTEGER NOT NULL DEFAULT 0,
+		argv_truncated    INTEGER NOT NULL DEFAULT 0,
+		spo_request_uid   TEXT NOT NULL DEFAULT ''
+	)`,
+	`CREATE INDEX processes_start ON processes (start)`,
+	`CREATE INDEX processes_audit ON processes (audit_id, start)`,
+	`CREATE INDEX processes_claimed ON processes (claimed_audit_id, start) WHERE claimed_audit_id != ''`,
+	`CREATE INDEX processes_namespace ON processes (namespace, start)`,
+	`CREATE INDEX processes_pod ON processes (pod, start)`,
+	`CREATE INDEX processes_container ON processes (container, start)`,
+	`CREATE INDEX processes_attribution ON processes (attribution, start)`,
+	`CREATE INDEX processes_exit ON processes (exit_time) WHERE exit_time IS NOT NULL`,
+
+	auditRecordsTable("audit_records"),
+	`CREATE INDEX audit_records_time ON audit_records (stage_timestamp)`,
+
+	`CREATE TABLE alerts (
+		seq        INTEGER PRIMARY KEY,
+		id         TEXT NOT NULL UNIQUE,
+		time       INTEGER NOT NULL,
+		rule       TEXT NOT NULL DEFAULT '',
+		severity   TEXT NOT NULL DEFAULT '',
+		message    TEXT NOT NULL DEFAULT '',
+		audit_id   TEXT NOT NULL DEFAULT '',
+		process_id TEXT NOT NULL DEFAULT '',
+		payload    TEXT
+	)`,
+	`CREATE INDEX alerts_time ON alerts (time)`,
+	`CREATE INDEX alerts_rule ON alerts (rule, time)`,
+	`CREATE INDEX alerts_audit ON alerts (audit_id, time)`,
+}
+
+// auditRecordsTable is the audit_records DDL under name. request_key is
+// AuditRecord.RequestKey: a redelivered stage replaces its row, while a
+// different request that reuses the audit ID is kept beside it.
+func auditRecordsTable(name string) string {
+	return `CREATE TABLE ` + name + ` (
+		audit_id        TEXT NOT NULL,
+		stage           TEXT NOT NULL,
+		request_key     TEXT NOT NULL,
+		stage_timestamp INTEGER NOT NULL,
+		event           TEXT NOT NULL,
+		PRIMARY KEY (audit_id, stage, request_key)
+	) WITHOUT ROWID`
+}
+
+// migration upgrades a file by one version inside migrate's transaction.
+type migration func(ctx context.Context, tx *sql.Tx) error
+
+// migrations[v] upgrades a version-v file to v+1.
+var migrations = map[int]migration{
+	1: statements(
+		`ALTER TABLE sessions ADD COLUMN env TEXT`,
+		`ALTER TABLE sessions ADD COLUMN stdin INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE sessions ADD COLUMN tty INTEGER NOT NULL DEFAULT 0`,
+		`CREATE INDEX processes_claimed ON processes (claimed_audit_id, start) WHERE claimed_audit_id != ''`,
+	),
+	2: keyAuditRecordsByRequest,
+	// Version 4 stores what join.Session and join.Process hold beyond the
+	// old store records: the request's ports, URI, annotations, SPO UID
+	// and conflicting requests; the process's exec time, argv truncation
+	// and SPO UID.
+	3: statements(
+		`ALTER TABLE sessions ADD COLUMN ports TEXT`,
+		`ALTER TABLE sessions ADD COLUMN request_uri TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE sessions ADD COLUMN annotations TEXT`,
+		`ALTER TABLE sessions ADD COLUMN spo_request_uid TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE sessions ADD COLUMN conflicts TEXT`,
+		`ALTER TABLE processes ADD COLUMN exec_time INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE processes ADD COLUMN argv_truncated INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE processes ADD COLUMN spo_request_uid TEXT NOT NULL DEFAULT ''`,
+	),
+}
+
+func statements(stmts ...string) migration {
+	return func(ctx context.Context, tx *sql.Tx) error {
+		for _, stmt := range stmts {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// keyAuditRecordsByRequest rebuilds audit_records, keyed by (audit_id,
+// stage) until version 2, with request_key in its primary key, computing
+// each stored record's key.
+func keyAuditRecordsByRequest(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, auditRecordsTable("audit_records_v3")); err != nil {
+		return fmt.Errorf("creating keyed audit records table: %w", err)
+	}
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO audit_records_v3
+		(audit_id, stage, request_key, stage_timestamp, event) VALUES (?,?,?,?,?)`)
+	if err != nil {
+		return fmt.Errorf("preparing keyed audit record insert: %w", err)
+	}
+	defer ins.Close()
+	rows, err := tx.QueryContext(ctx, `SELECT audit_id, stage, stage_timestamp, event FROM audit_records`)
+	if err != nil {
+		return fmt.Errorf("querying audit records to key: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r store.AuditRecord
+		var ts int64
+		var ev string
+		if err := rows.Scan(&r.AuditID, &r.Stage, &ts, &ev); err != nil {
+			return fmt.Errorf("reading audit record to key: %w", err)
+		}
+		r.Event = []byte(ev)
+		if _, err := ins.ExecContext(ctx, r.AuditID, r.Stage, r.RequestKey(), ts, ev); err != nil {
+			return fmt.Errorf("copying audit record %s/%s: %w", r.AuditID, r.Stage, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("reading audit records to key: %w", err)
+	}
+	rows.Close()
+	return statements(
+		`DROP TABLE audit_records`,
+		`ALTER TABLE audit_records_v3 RENAME TO audit_records`,
+		`CREATE INDEX audit_records_time ON audit_records (stage_timestamp)`,
+	)(ctx, tx)
+}

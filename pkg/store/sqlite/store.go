@@ -1,0 +1,230 @@
+// Package sqlite is the embedded store.Backend: it keeps sessions,
+// processes, audit records and alerts in a SQLite database
+// (modernc.org/sqlite, pure Go) in WAL mode, and answers the REST API's
+// filtered, keyset-paginated queries over them.
+//
+// One connection writes, in IMMEDIATE transactions, one per batch; a pool
+// of query-only connections reads alongside it, as WAL allows. A commit is
+// in the WAL before Write returns, so a killed process loses only batches
+// that had not committed, and SQLite's journal keeps the file consistent.
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/execid/correlator/pkg/store"
+)
+
+var _ store.Backend = (*Store)(nil)
+
+// Config tunes the SQLite store. Zero fields take DefaultConfig's values.
+type Config struct {
+	// BusyTimeout is how long a connection waits on a lock before failing.
+	BusyTimeout time.Duration
+	// ReadConns is the size of the query-only connection pool.
+	ReadConns int
+	// CacheKiB is SQLite's page cache per connection, in KiB.
+	CacheKiB int
+	// DefaultLimit is the page size of a query without a Limit; MaxLimit
+	// caps a query's Limit.
+	DefaultLimit, MaxLimit int
+	// SessionProcessLimit caps the processes GetSession returns.
+	SessionProcessLimit int
+	// DeleteChunk is how many rows one retention transaction deletes, so
+	// that retention never holds the write lock for long.
+	DeleteChunk int
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		BusyTimeout:         10 * time.Second,
+		ReadConns:           4,
+		CacheKiB:            32 << 10,
+		DefaultLimit:        100,
+		MaxLimit:            1000,
+		SessionProcessLimit: 10000,
+		DeleteChunk:         5000,
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	c.BusyTimeout = cmp.Or(c.BusyTimeout, d.BusyTimeout)
+	c.ReadConns = cmp.Or(c.ReadConns, d.ReadConns)
+	c.CacheKiB = cmp.Or(c.CacheKiB, d.CacheKiB)
+	c.DefaultLimit = cmp.Or(c.DefaultLimit, d.DefaultLimit)
+	c.MaxLimit = cmp.Or(c.MaxLimit, d.MaxLimit)
+	c.SessionProcessLimit = cmp.Or(c.SessionProcessLimit, d.SessionProcessLimit)
+	c.DeleteChunk = cmp.Or(c.DeleteChunk, d.DeleteChunk)
+	return c
+}
+
+// Validate reports settings that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	if c.BusyTimeout < 0 {
+		errs = append(errs, fmt.Errorf("busy timeout %s is negative", c.BusyTimeout))
+	}
+	if c.ReadConns < 1 {
+		errs = append(errs, fmt.Errorf("read connections %d: need at least 1", c.ReadConns))
+	}
+	if c.CacheKiB < 0 || c.DefaultLimit < 1 || c.MaxLimit < c.DefaultLimit ||
+		c.SessionProcessLimit < 1 || c.DeleteChunk < 1 {
+		errs = append(errs, fmt.Errorf("sizes must be positive, with max limit %d >= default limit %d",
+			c.MaxLimit, c.DefaultLimit))
+	}
+	return errors.Join(errs...)
+}
+
+// Store is the embedded SQLite store. Its methods are safe for concurrent
+// use.
+type Store struct {
+	cfg  Config
+	log  zerolog.Logger
+	path string
+	w    *sql.DB // one connection: every write is serialized here
+	r    *sql.DB // query-only pool
+}
+
+// Open opens or creates the database at path and brings its schema up to
+// date. The database and its -wal and -shm files are kept 0600 (a missing
+// directory is created 0700 when its parent exists; a longer missing chain
+// is refused): an existing file that group or others can
+// read is tightened, with a warning, and one that cannot be is refused.
+func Open(path string, cfg Config, log zerolog.Logger) (*Store, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("validating store config: %w", err)
+	}
+	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("opening store %q: need a plain file path", path)
+	}
+	log = log.With().Str("component", "store").Logger()
+	if err := secureFiles(path, log); err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", fmt.Sprintf("cache_size(-%d)", cfg.CacheKiB))
+	q.Add("_pragma", "temp_store(MEMORY)")
+	q.Set("_txlock", "immediate")
+	w, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxIdleTime(0)
+	w.SetConnMaxLifetime(0)
+
+	s := &Store{cfg: cfg, log: log, path: path, w: w}
+	if err := s.migrate(context.Background()); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+
+	q.Del("_txlock")
+	q.Add("_pragma", "query_only(1)")
+	r, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("opening store %s for reading: %w", path, err)
+	}
+	r.SetMaxOpenConns(cfg.ReadConns)
+	r.SetMaxIdleConns(cfg.ReadConns)
+	s.r = r
+	s.log.Debug().Str("path", path).Msg("store open")
+	return s, nil
+}
+
+// migrate creates the schema in a new file and refuses a newer one.
+func (s *Store) migrate(ctx context.Context) error {
+	var mode string
+	if err := s.w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("reading journal mode: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("setting WAL mode: journal mode is %q", mode)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("beginning schema transaction: %w", err)
+	}
+	defer tx.Rollback()
+	var version int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("reading schema version: %w", err)
+	}
+	switch {
+	case version == schemaVersion:
+		return nil
+	case version > schemaVersion:
+		return fmt.Errorf("reading schema: version %d is newer than this build's %d", version, schemaVersion)
+	}
+	steps := []migration{statements(schemaV1...)}
+	if version > 0 {
+		steps = nil
+		for v := version; v < schemaVersion; v++ {
+			steps = append(steps, migrations[v])
+		}
+	}
+	for _, step := range steps {
+		if err := step(ctx, tx); err != nil {
+			return fmt.Errorf("migrating schema from version %d: %w", version, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
+		return fmt.Errorf("setting schema version: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing schema: %w", err)
+	}
+	return nil
+}
+
+// Path is the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// IntegrityCheck runs PRAGMA integrity_check and returns its first line,
+// "ok" for a sound file.
+func (s *Store) IntegrityCheck(ctx context.Context) (string, error) {
+	var res string
+	if err := s.r.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&res); err != nil {
+		return "", fmt.Errorf("checking integrity: %w", err)
+	}
+	return res, nil
+}
+
+// Close lets SQLite refresh its planner statistics, checkpoints the WAL and
+// closes every connection.
+func (s *Store) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var errs []error
+	if err := s.r.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing store readers: %w", err))
+	}
+	if _, err := s.w.ExecContext(ctx, "PRAGMA optimize"); err != nil {
+		s.log.Warn().Err(err).Msg("optimizing store")
+	}
+	if _, err := s.w.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		s.log.Warn().Err(err).Msg("checkpointing store")
+	}
+	if err := s.w.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing store writer: %w", err))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,331 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/execid/correlator/pkg/join"
+	"github.com/execid/correlator/pkg/store"
+)
+
+const upsertSessionSQL = `INSERT INTO sessions (
+	audit_id, username, uid, groups, extra, impersonated, source_ips, user_agent,
+	namespace, pod, container, command, command_line, verb, subresource, code, decision, reason,
+	request_received, end_time, stages, flags, updated_at, env, stdin, tty,
+	ports, request_uri, annotations, spo_request_uid, conflicts
+) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+ON CONFLICT (audit_id) DO UPDATE SET
+	username = excluded.username, uid = excluded.uid, groups = excluded.groups, extra = excluded.extra,
+	impersonated = excluded.impersonated,
+	source_ips = excluded.source_ips, user_agent = excluded.user_agent,
+	namespace = excluded.namespace, pod = excluded.pod, container = excluded.container,
+	command = excluded.command, command_line = excluded.command_line, verb = excluded.verb,
+	subresource = excluded.subresource, code = excluded.code, decision = excluded.decision,
+	reason = excluded.reason, request_received = excluded.request_received,
+	end_time = excluded.end_time, stages = excluded.stages, flags = excluded.flags,
+	updated_at = excluded.updated_at, env = excluded.env, stdin = excluded.stdin, tty = excluded.tty,
+	ports = excluded.ports, request_uri = excluded.request_uri, annotations = excluded.annotations,
+	spo_request_uid = excluded.spo_request_uid, conflicts = excluded.conflicts
+RETURNING id`
+
+// The process upsert is multi-row: processRowsPerStmt rows per statement
+// cut the per-statement cost that dominates a batch.
+const (
+	processRowsPerStmt = 32
+	processColumns     = 27
+	upsertProcessHead  = `INSERT INTO processes (
+	process_id, parent_process_id, pid, ppid, uid, filename, argv, argv_line, container_id, pod_uid,
+	namespace, pod, container, start, exit_time, exit_code, audit_id, claimed_audit_id, attribution,
+	confidence, candidates, source, flags, session_root_id, exec_time, argv_truncated, spo_request_uid
+) VALUES `
+	upsertProcessTail = `
+ON CONFLICT (process_id) DO UPDATE SET
+	parent_process_id = excluded.parent_process_id, pid = excluded.pid, ppid = excluded.ppid,
+	uid = excluded.uid, filename = excluded.filename, argv = excluded.argv,
+	argv_line = excluded.argv_line, container_id = excluded.container_id,
+	pod_uid = excluded.pod_uid, namespace = excluded.namespace, pod = excluded.pod,
+	container = excluded.container, start = excluded.start, exit_time = excluded.exit_time,
+	exit_code = excluded.exit_code, audit_id = excluded.audit_id,
+	claimed_audit_id = excluded.claimed_audit_id, attribution = excluded.attribution,
+	confidence = excluded.confidence, candidates = excluded.candidates, source = excluded.source,
+	flags = excluded.flags, session_root_id = excluded.session_root_id, exec_time = excluded.exec_time,
+	argv_truncated = excluded.argv_truncated, spo_request_uid = excluded.spo_request_uid`
+)
+
+// upsertProcessSQL is the process upsert of n rows.
+func upsertProcessSQL(n int) string {
+	row := "(" + strings.Repeat("?,", processColumns-1) + "?)"
+	return upsertProcessHead + strings.Repeat(row+",", n-1) + row + upsertProcessTail
+}
+
+const upsertAuditRecordSQL = `INSERT INTO audit_records (audit_id, stage, request_key, stage_timestamp, event)
+VALUES (?,?,?,?,?) ON CONFLICT (audit_id, stage, request_key) DO UPDATE SET
+	stage_timestamp = excluded.stage_timestamp, event = excluded.event`
+
+const insertAlertSQL = `INSERT INTO alerts (id, time, rule, severity, message, audit_id, process_id, payload)
+VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (id) DO NOTHING`
+
+// Upsert writes sessions and processes in one transaction. A row whose key
+// is stored already is replaced whole.
+func (s *Store) Upsert(ctx context.Context, sessions []join.Session, processes []join.Process) error {
+	return s.Write(ctx, store.Batch{Sessions: sessions, Processes: processes})
+}
+
+// InsertAlerts stores alerts; an alert whose ID is stored already is
+// skipped.
+func (s *Store) InsertAlerts(ctx context.Context, alerts []store.Alert) error {
+	return s.Write(ctx, store.Batch{Alerts: alerts})
+}
+
+// Write commits a batch in one transaction: all of it or none of it.
+// Sessions and processes are upserted (replaced whole), audit records are
+// upserted by (auditID, stage, RequestKey) so that a different request
+// reusing an audit ID is kept beside the first, and alerts are inserted
+// once by ID.
+func (s *Store) Write(ctx context.Context, b store.Batch) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("beginning write transaction: %w", err)
+	}
+	defer tx.Rollback()
+	if err := writeSessions(ctx, tx, b.Sessions); err != nil {
+		return err
+	}
+	if err := writeProcesses(ctx, tx, b.Processes); err != nil {
+		return err
+	}
+	if err := writeAuditRecords(ctx, tx, b.AuditRecords); err != nil {
+		return err
+	}
+	if err := writeAlerts(ctx, tx, b.Alerts); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing write transaction of %d rows: %w", b.Len(), err)
+	}
+	return nil
+}
+
+func writeSessions(ctx context.Context, tx *sql.Tx, sessions []join.Session) error {
+	if len(sessions) == 0 {
+		return nil
+	}
+	up, err := tx.PrepareContext(ctx, upsertSessionSQL)
+	if err != nil {
+		return fmt.Errorf("preparing session upsert: %w", err)
+	}
+	defer up.Close()
+	idx, err := prepareSideTables(ctx, tx)
+	if err != nil {
+		return err
+	}
+	defer idx.close()
+	now := time.Now()
+	for i := range sessions {
+		ss := &sessions[i]
+		args, err := sessionArgs(ss, now)
+		if err != nil {
+			return fmt.Errorf("encoding session %s: %w", ss.AuditID, err)
+		}
+		var id int64
+		if err := up.QueryRowContext(ctx, args...).Scan(&id); err != nil {
+			return fmt.Errorf("upserting session %s: %w", ss.AuditID, err)
+		}
+		if err := idx.refresh(ctx, id, ss); err != nil {
+			return fmt.Errorf("indexing session %s: %w", ss.AuditID, err)
+		}
+	}
+	return nil
+}
+
+// sideTables are the statements that keep session_users and
+// session_groups in step with a session row.
+type sideTables struct {
+	stmts [4]*sql.Stmt // delete users, delete groups, add user, add group
+}
+
+func prepareSideTables(ctx context.Context, tx *sql.Tx) (*sideTables, error) {
+	var st sideTables
+	for i, q := range []string{
+		`DELETE FROM session_users WHERE session_id = ?`,
+		`DELETE FROM session_groups WHERE session_id = ?`,
+		`INSERT OR IGNORE INTO session_users (username, request_received, session_id) VALUES (?,?,?)`,
+		`INSERT OR IGNORE INTO session_groups (grp, request_received, session_id) VALUES (?,?,?)`,
+	} {
+		stmt, err := tx.PrepareContext(ctx, q)
+		if err != nil {
+			st.close()
+			return nil, fmt.Errorf("preparing session index statement: %w", err)
+		}
+		st.stmts[i] = stmt
+	}
+	return &st, nil
+}
+
+func (st *sideTables) close() {
+	for _, s := range st.stmts {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+// refresh replaces the session's user and group rows.
+func (st *sideTables) refresh(ctx context.Context, id int64, ss *join.Session) error {
+	users, groups := []string{ss.User.Username}, ss.User.Groups
+	if imp := ss.ImpersonatedUser; imp != nil {
+		users = append(users, imp.Username)
+		groups = append(groups[:len(groups):len(groups)], imp.Groups...)
+	}
+	for _, del := range st.stmts[:2] {
+		if _, err := del.ExecContext(ctx, id); err != nil {
+			return fmt.Errorf("clearing users and groups: %w", err)
+		}
+	}
+	rr := nanos(ss.RequestReceivedTimestamp)
+	for _, u := range users {
+		if u == "" {
+			continue
+		}
+		if _, err := st.stmts[2].ExecContext(ctx, u, rr, id); err != nil {
+			return fmt.Errorf("adding user %q: %w", u, err)
+		}
+	}
+	for _, g := range groups {
+		if _, err := st.stmts[3].ExecContext(ctx, g, rr, id); err != nil {
+			return fmt.Errorf("adding group %q: %w", g, err)
+		}
+	}
+	return nil
+}
+
+func sessionArgs(ss *join.Session, now time.Time) ([]any, error) {
+	if ss.AuditID == "" {
+		return nil, fmt.Errorf("checking session: empty audit ID")
+	}
+	updated := ss.UpdatedAt
+	if updated.IsZero() {
+		updated = now
+	}
+	var e encoder
+	u := &ss.User
+	args := []any{
+		ss.AuditID, u.Username, u.UID, e.json(u.Groups), e.json(u.Extra), e.json(ss.ImpersonatedUser),
+		e.json(ss.SourceIPs), ss.UserAgent, ss.Namespace, ss.Pod, ss.Container, e.json(ss.Command),
+		strings.Join(ss.Command, " "), ss.Verb, ss.Subresource, ss.Code, ss.Decision, ss.Reason,
+		nanos(ss.RequestReceivedTimestamp), nullNanos(ss.EndTimestamp), e.json(ss.Stages), e.json(ss.Flags),
+		nanos(updated), e.json(ss.Env), ss.Stdin, ss.TTY,
+		e.json(ss.Ports), ss.RequestURI, e.json(ss.Annotations), ss.SPOExecRequestUID, e.json(ss.Conflicts),
+	}
+	return args, e.err
+}
+
+func writeProcesses(ctx context.Context, tx *sql.Tx, procs []join.Process) error {
+	if len(procs) == 0 {
+		return nil
+	}
+	var full *sql.Stmt
+	if len(procs) >= processRowsPerStmt {
+		var err error
+		if full, err = tx.PrepareContext(ctx, upsertProcessSQL(processRowsPerStmt)); err != nil {
+			return fmt.Errorf("preparing process upsert: %w", err)
+		}
+		defer full.Close()
+	}
+	args := make([]any, 0, processRowsPerStmt*processColumns)
+	for lo := 0; lo < len(procs); lo += processRowsPerStmt {
+		chunk := procs[lo:min(lo+processRowsPerStmt, len(procs))]
+		args = args[:0]
+		for i := range chunk {
+			a, err := processArgs(&chunk[i])
+			if err != nil {
+				return fmt.Errorf("encoding process %s: %w", chunk[i].ProcessID, err)
+			}
+			args = append(args, a...)
+		}
+		var err error
+		if len(chunk) == processRowsPerStmt {
+			_, err = full.ExecContext(ctx, args...)
+		} else {
+			_, err = tx.ExecContext(ctx, upsertProcessSQL(len(chunk)), args...)
+		}
+		if err != nil {
+			return fmt.Errorf("upserting processes %s..%s: %w", chunk[0].ProcessID, chunk[len(chunk)-1].ProcessID, err)
+		}
+	}
+	return nil
+}
+
+func processArgs(p *join.Process) ([]any, error) {
+	if p.ProcessID == "" {
+		return nil, fmt.Errorf("checking process: empty process ID")
+	}
+	var exitCode any
+	if p.ExitCode != nil {
+		exitCode = *p.ExitCode
+	}
+	var e encoder
+	args := []any{
+		p.ProcessID, p.ParentProcessID, p.PID, p.PPID, p.UID, p.Filename, e.json(p.Argv),
+		strings.Join(p.Argv, " "), p.ContainerID, p.PodUID, p.Namespace, p.Pod, p.Container,
+		nanos(p.Start), nullNanos(p.Exit), exitCode, p.AuditID, p.ClaimedAuditID, p.Attribution,
+		p.Confidence, e.json(p.Candidates), p.Source, e.json(p.Flags), p.SessionRootID,
+		nanos(p.ExecTime), p.ArgvTruncated, p.SPOExecRequestUID,
+	}
+	return args, e.err
+}
+
+func writeAuditRecords(ctx context.Context, tx *sql.Tx, recs []store.AuditRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	up, err := tx.PrepareContext(ctx, upsertAuditRecordSQL)
+	if err != nil {
+		return fmt.Errorf("preparing audit record upsert: %w", err)
+	}
+	defer up.Close()
+	for _, r := range recs {
+		if r.AuditID == "" || r.Stage == "" {
+			return fmt.Errorf("checking audit record: empty audit ID or stage")
+		}
+		ev := string(r.Event)
+		if ev == "" {
+			ev = "null"
+		}
+		if _, err := up.ExecContext(ctx, r.AuditID, r.Stage, r.RequestKey(), nanos(r.StageTimestamp), ev); err != nil {
+			return fmt.Errorf("upserting audit record %s/%s: %w", r.AuditID, r.Stage, err)
+		}
+	}
+	return nil
+}
+
+func writeAlerts(ctx context.Context, tx *sql.Tx, alerts []store.Alert) error {
+	if len(alerts) == 0 {
+		return nil
+	}
+	ins, err := tx.PrepareContext(ctx, insertAlertSQL)
+	if err != nil {
+		return fmt.Errorf("preparing alert insert: %w", err)
+	}
+	defer ins.Close()
+	for _, a := range alerts {
+		if a.ID == "" {
+			return fmt.Errorf("checking alert: empty ID")
+		}
+		var payload any
+		if len(a.Payload) > 0 {
+			payload = string(a.Payload)
+		}
+		if _, err := ins.ExecContext(ctx, a.ID, nanos(a.Time), a.Rule, a.Severity, a.Message,
+			a.AuditID, a.ProcessID, payload); err != nil {
+			return fmt.Errorf("inserting alert %s: %w", a.ID, err)
+		}
+	}
+	return nil
+}
