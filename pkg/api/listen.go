@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -44,21 +45,12 @@ func DefaultServerConfig() ServerConfig {
 
 func (c ServerConfig) withDefaults() ServerConfig {
 	d := DefaultServerConfig()
-	if c.ReadHeaderTimeout <= 0 {
-		c.ReadHeaderTimeout = d.ReadHeaderTimeout
-	}
-	if c.ReadTimeout <= 0 {
-		c.ReadTimeout = d.ReadTimeout
-	}
-	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = d.WriteTimeout
-	}
-	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = d.IdleTimeout
-	}
-	if c.MaxConns <= 0 {
-		c.MaxConns = d.MaxConns
-	}
+	// max(x, 0): a negative value also takes the default.
+	c.ReadHeaderTimeout = cmp.Or(max(c.ReadHeaderTimeout, 0), d.ReadHeaderTimeout)
+	c.ReadTimeout = cmp.Or(max(c.ReadTimeout, 0), d.ReadTimeout)
+	c.WriteTimeout = cmp.Or(max(c.WriteTimeout, 0), d.WriteTimeout)
+	c.IdleTimeout = cmp.Or(max(c.IdleTimeout, 0), d.IdleTimeout)
+	c.MaxConns = cmp.Or(max(c.MaxConns, 0), d.MaxConns)
 	return c
 }
 
