@@ -1,6 +1,11 @@
 package auditlog
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
 
 // Metrics are the ingestion counters. A nil *Metrics records nothing.
 type Metrics struct {
@@ -12,38 +17,40 @@ type Metrics struct {
 	tailLag         *prometheus.GaugeVec
 }
 
-// NewMetrics creates the metrics and registers them on reg.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
-		recordsRead: prometheus.NewCounterVec(prometheus.CounterOpts{
+// NewMetrics creates the metrics on reg (none when reg is nil). A second
+// set on one registry is a wiring error, returned.
+func NewMetrics(reg prometheus.Registerer) (m *Metrics, err error) {
+	defer func() { // promauto panics on a clash
+		if r := recover(); r != nil {
+			m, err = nil, fmt.Errorf("registering audit metrics: %v", r)
+		}
+	}()
+	f := promauto.With(reg)
+	m = &Metrics{
+		recordsRead: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "correlator_audit_records_read_total",
 			Help: "Audit events decoded, by source kind.",
 		}, []string{"source"}),
-		recordsSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+		recordsSkipped: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "correlator_audit_records_skipped_total",
 			Help: "Audit records skipped as unreadable, by reason.",
 		}, []string{"reason"}),
-		webhookRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		webhookRequests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "correlator_audit_webhook_requests_total",
 			Help: "Audit webhook requests, by result.",
 		}, []string{"result"}),
-		webhookRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+		webhookRefused: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "correlator_audit_webhook_refused_total",
 			Help: "Audit webhook deliveries answered with an error, so not taken in, by reason.",
 		}, []string{"reason"}),
-		tailGaps: prometheus.NewCounterVec(prometheus.CounterOpts{
+		tailGaps: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "correlator_audit_tail_gaps_total",
 			Help: "Places where the audit log tailer could not read records written to a file, by reason; each gap may hold any number of records.",
 		}, []string{"reason"}),
-		tailLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		tailLag: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "correlator_audit_tail_lag_bytes",
 			Help: "Bytes of the audit log file not yet read, by path.",
 		}, []string{"path"}),
-	}
-	for _, c := range []prometheus.Collector{m.recordsRead, m.recordsSkipped, m.webhookRequests, m.webhookRefused, m.tailGaps, m.tailLag} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
 	}
 	// Pre-create the fixed label sets so dashboards see zeros.
 	for _, r := range Reasons() {
