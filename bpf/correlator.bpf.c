@@ -28,29 +28,32 @@ const enum stat_index *unused_stat_index __attribute__((unused));
 const enum lineage_flag *unused_lineage_flag __attribute__((unused));
 const enum exec_origin *unused_exec_origin __attribute__((unused));
 const struct image_place *unused_image_place __attribute__((unused));
+const struct id_wire *unused_id_wire __attribute__((unused));
+const enum event_limit *unused_event_limit __attribute__((unused));
 
 /*
  * sched_process_exec fires in exec_binprm() after the binary handler has
  * committed the new mm (env_start..env_end, the envp table) and before the
  * new image runs its first instruction; other threads are already gone
  * (de_thread), so the environment read here is exactly what the process
- * starts with. tp_btf since 5.5.
+ * starts with. The frame carries only the bytes used (see struct
+ * exec_event). tp_btf since 5.5.
  */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(handle_exec, struct task_struct *p, int old_pid, struct linux_binprm *bprm)
 {
 	__u32 zero = 0;
-	struct exec_event *ev = bpf_map_lookup_elem(&exec_scratch, &zero);
+	struct exec_buf *b = bpf_map_lookup_elem(&exec_scratch, &zero);
 	struct scan_buf *buf = bpf_map_lookup_elem(&scan_scratch, &zero);
-	__u32 nr;
+	__u32 nr, found;
 
-	if (!ev || !buf)
+	if (!b || !buf)
 		return 0;
-	nr = fill_exec(ev, p, bprm);
-	judge_exec(ev, p, nr);
-	scan_env(ev, buf, p, bprm);
-	resolve_lineage(ev, p);
-	emit(ev, sizeof(*ev));
+	nr = fill_exec(b, p, bprm);
+	judge_exec(&b->ev, p, nr);
+	found = scan_env(b, buf, p, bprm);
+	resolve_lineage(b, found, p);
+	emit_exec(b);
 	return 0;
 }
 
@@ -72,7 +75,9 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 /*
  * sched_process_exit fires in do_exit() for every thread; the group is dead
  * when signal->live reached zero, and only then is the entry dropped, so a
- * leader that exits before its threads does not orphan them. tp_btf since 5.5.
+ * leader that exits before its threads does not orphan them. A process no
+ * exec event named and no session holds sends no exit (exit_unheard).
+ * tp_btf since 5.5.
  */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(handle_exit, struct task_struct *p)

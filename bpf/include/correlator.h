@@ -49,6 +49,7 @@ enum exec_origin {
 
 enum place_flag {
 	PLACE_FLAG_RUNTIME_EXEC = 1 << 0, /* this image was exec'd from outside its container */
+	PLACE_FLAG_NOT_EXECED = 1 << 1,   /* cloned, and not exec'd since: no exec event named it */
 };
 
 /* Per-event flags. */
@@ -117,8 +118,34 @@ struct event_header {
 	__u64 time_ns; /* bpf_ktime_get_boot_ns */
 };
 
+/*
+ * Frames are sized to their content: a fixed part (the structs below),
+ * then a tail of only the bytes used. Go decodes the fixed part through
+ * the bpf2go types and walks the tail against the lengths and masks.
+ */
+enum event_limit {
+	EVENT_LIMIT_KEYS = MAX_KEYS,
+	EVENT_LIMIT_ID = ID_MAX_LEN,
+	EVENT_LIMIT_ARGV = ARGV_MAX,
+	EVENT_LIMIT_FILENAME = FILENAME_MAX_LEN - 1, /* bytes, without the NUL */
+	EVENT_LIMIT_CGROUP = CGROUP_NAME_MAX - 1,
+};
+
+/* One key's value in a tail: this header, then len value bytes. */
+struct id_wire {
+	__u16 len;
+	__u8 source; /* enum id_source */
+	__u8 key;    /* index of the configured key */
+	__u32 flags; /* enum key_flag */
+};
+
+/*
+ * Tail, unaligned, in this order: filename, argv, cgroup, cgroup_parent
+ * (each *_len bytes, no NUL), then an id_wire and its value for each bit
+ * of ids_mask, then for each bit of claimed_mask, keys ascending.
+ */
 struct exec_event {
-	struct event_header hdr;
+	struct event_header hdr; /* size: the fixed part plus the tail */
 	__u64 start_ns;
 	__u64 parent_start_ns;
 	__u64 root_start_ns;
@@ -140,14 +167,12 @@ struct exec_event {
 	__u16 argv_len;
 	__u16 cgroup_len;
 	__u16 cgroup_parent_len;
-	struct id_slot ids[MAX_KEYS];     /* authoritative values */
-	struct id_slot claimed[MAX_KEYS]; /* env values where they differ */
-	char filename[FILENAME_MAX_LEN];
-	char argv[ARGV_MAX];
-	char cgroup[CGROUP_NAME_MAX];
-	char cgroup_parent[CGROUP_NAME_MAX];
+	__u8 ids_mask;     /* bit k: the authoritative value of key k follows */
+	__u8 claimed_mask; /* bit k: key k's env value, where it differs, follows */
+	__u8 _pad0[6];
 };
 
+/* Tail: cgroup, cgroup_parent, then an id_wire and value per bit of ids_mask. */
 struct exit_event {
 	struct event_header hdr;
 	__u64 start_ns;
@@ -159,9 +184,8 @@ struct exit_event {
 	__u32 uid;
 	__u16 cgroup_len;
 	__u16 cgroup_parent_len;
-	struct id_slot ids[MAX_KEYS];
-	char cgroup[CGROUP_NAME_MAX];
-	char cgroup_parent[CGROUP_NAME_MAX];
+	__u8 ids_mask;
+	__u8 _pad0[7];
 };
 
 #endif /* CORRELATOR_H */

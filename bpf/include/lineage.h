@@ -34,29 +34,50 @@ static __always_inline __u16 read_cgroup_name(char *dst, struct kernfs_node *kn)
 	return n > 0 ? n - 1 : 0;
 }
 
-/* fill_exec returns the task's pid in its own pid namespace. */
-static __always_inline __u32 fill_exec(struct exec_event *ev, struct task_struct *p,
+/*
+ * put_slot appends an id_wire and the value of s at tail[off] and returns
+ * the offset after it. The value is copied whole (16 words, no helper
+ * call); bytes past len are overwritten by what follows or lie past the
+ * end of the frame, so they are never sent.
+ */
+static __always_inline __u32 put_slot(__u8 *tail, __u32 off, const struct id_slot *s, __u32 k,
+				      __u32 mask)
+{
+	const __u64 *src = (const __u64 *)s->value;
+	__u64 *dst;
+	__u32 len = s->len;
+
+	if (len > ID_MAX_LEN)
+		len = ID_MAX_LEN;
+	off &= mask;
+	/* struct id_wire, little-endian: len, source, key, flags. */
+	*(__u64 *)(tail + off) = (__u64)len | (__u64)s->source << 16 | (__u64)(k & 0xff) << 24 |
+				 (__u64)s->flags << 32;
+	dst = (__u64 *)(tail + off + sizeof(struct id_wire));
+#pragma unroll
+	for (int i = 0; i < ID_MAX_LEN / 8; i++)
+		dst[i] = src[i];
+	return off + sizeof(struct id_wire) + len;
+}
+
+/*
+ * fill_exec writes the fixed part and the tail's strings (filename, argv,
+ * cgroup names) and returns the task's pid in its own pid namespace.
+ */
+static __always_inline __u32 fill_exec(struct exec_buf *b, struct task_struct *p,
 				       struct linux_binprm *bprm)
 {
+	struct exec_event *ev = &b->ev;
 	struct task_struct *parent = p->real_parent;
 	struct mm_struct *mm = p->mm;
 	struct cgroup *cg = task_cgroup(p);
 	struct kernfs_node *kn = cg ? BPF_CORE_READ(cg, kn) : 0;
 	__u64 astart, aend, alen;
-	__u32 nr;
+	__u32 nr, off;
 	long n;
 
-	/* BPF cannot memset a kilobyte at once: clear the header, then each slot. */
-	__builtin_memset(ev, 0, __builtin_offsetof(struct exec_event, ids));
-#pragma unroll
-	for (int k = 0; k < MAX_KEYS; k++) {
-		__builtin_memset(&ev->ids[k], 0, sizeof(ev->ids[k]));
-		barrier();
-		__builtin_memset(&ev->claimed[k], 0, sizeof(ev->claimed[k]));
-		barrier();
-	}
+	__builtin_memset(ev, 0, sizeof(*ev));
 	ev->hdr.kind = EVENT_KIND_EXEC;
-	ev->hdr.size = sizeof(*ev);
 	ev->hdr.time_ns = bpf_ktime_get_boot_ns();
 	ev->pid = p->pid;
 	ev->tgid = p->tgid;
@@ -66,12 +87,10 @@ static __always_inline __u32 fill_exec(struct exec_event *ev, struct task_struct
 	ev->uid = p->cred->uid.val;
 	task_ns_view(p, &ev->pidns, &ev->userns, &nr);
 	ev->cgroup_id = cgroup_id_of(cg);
-	ev->cgroup_len = read_cgroup_name(ev->cgroup, kn);
-	if (kn)
-		ev->cgroup_parent_len = read_cgroup_name(ev->cgroup_parent, kn_parent(kn));
 
-	n = bpf_probe_read_kernel_str(ev->filename, sizeof(ev->filename), bprm->filename);
+	n = bpf_probe_read_kernel_str(b->tail, FILENAME_MAX_LEN, bprm->filename);
 	ev->filename_len = n > 0 ? n - 1 : 0;
+	off = ev->filename_len & (FILENAME_MAX_LEN - 1);
 
 	astart = mm->arg_start;
 	aend = mm->arg_end;
@@ -80,14 +99,40 @@ static __always_inline __u32 fill_exec(struct exec_event *ev, struct task_struct
 		alen = ARGV_MAX;
 		ev->flags |= EVENT_FLAG_ARGV_TRUNCATED;
 	}
-	if (alen && !bpf_probe_read_user(ev->argv, alen, (void *)astart))
+	if (alen && !bpf_probe_read_user(b->tail + off, alen, (void *)astart))
 		ev->argv_len = alen;
+	off = (off + ev->argv_len) & 2047; /* at most 255 + 1024 */
+	ev->cgroup_len = read_cgroup_name((char *)b->tail + off, kn);
+	off = (off + ev->cgroup_len) & 2047; /* plus 127 */
+	if (kn)
+		ev->cgroup_parent_len = read_cgroup_name((char *)b->tail + off, kn_parent(kn));
 	return nr;
 }
 
-static __always_inline void scan_env(struct exec_event *ev, struct scan_buf *buf,
-				     struct task_struct *p, struct linux_binprm *bprm)
+/* emit_exec appends the key slots that were filled and sends the frame. */
+static __always_inline void emit_exec(struct exec_buf *b)
 {
+	struct exec_event *ev = &b->ev;
+	__u32 off = ev->filename_len + ev->argv_len + ev->cgroup_len + ev->cgroup_parent_len;
+
+#pragma unroll
+	for (__u32 k = 0; k < MAX_KEYS; k++)
+		if (ev->ids_mask & (1u << k))
+			off = put_slot(b->tail, off, &b->ids[k], k, EXEC_TAIL_MASK);
+#pragma unroll
+	for (__u32 k = 0; k < MAX_KEYS; k++)
+		if (ev->claimed_mask & (1u << k))
+			off = put_slot(b->tail, off, &b->claimed[k], k, EXEC_TAIL_MASK);
+	off &= EXEC_TAIL_MASK;
+	ev->hdr.size = sizeof(*ev) + off;
+	emit(ev, sizeof(*ev) + off);
+}
+
+/* scan_env returns the keys found in the environment, bit k for key k. */
+static __always_inline __u32 scan_env(struct exec_buf *b, struct scan_buf *buf,
+				      struct task_struct *p, struct linux_binprm *bprm)
+{
+	struct exec_event *ev = &b->ev;
 	struct mm_struct *mm = p->mm;
 	int envc = bprm->envc;
 	int argc = bprm->argc;
@@ -97,19 +142,20 @@ static __always_inline void scan_env(struct exec_event *ev, struct scan_buf *buf
 	c.env_end = mm->env_end;
 	ev->env_bytes = c.env_end - c.env_start;
 	if (!nkeys || envc <= 0 || argc < 0 || c.env_end <= c.env_start)
-		return;
+		return 0;
 	c.buf = buf;
-	c.ev = ev;
+	c.eb = b;
 	/* The stack starts with argc, argv[argc], NULL, then envp[envc]. */
 	c.ptr_base = mm->start_stack + 8 * ((__u64)argc + 2);
 	c.n = envc > MAX_ENV_VARS ? MAX_ENV_VARS : envc;
-	bpf_loop(c.n, scan_one, &c, 0);
+	bpf_loop((c.n + SCAN_STRIDE - 1) / SCAN_STRIDE, scan_stride, &c, 0);
 	ev->flags |= c.flags;
 	ev->env_scanned = c.visited;
 	if (c.flags & EVENT_FLAG_SCAN_TRUNCATED)
 		stat_inc(STAT_SCAN_TRUNCATED);
 	if (c.flags & EVENT_FLAG_SCAN_ERROR)
 		stat_inc(STAT_SCAN_ERRORS);
+	return c.found;
 }
 
 static __always_inline bool slot_equal(const struct id_slot *a, const struct id_slot *b)
@@ -125,8 +171,14 @@ static __always_inline bool slot_equal(const struct id_slot *a, const struct id_
 	return true;
 }
 
-static __always_inline void resolve_lineage(struct exec_event *ev, struct task_struct *p)
+/*
+ * resolve_lineage decides each key's authoritative value (ids, ids_mask)
+ * and which env claims to report (claimed_mask); found says which
+ * claimed[] slots the scan filled.
+ */
+static __always_inline void resolve_lineage(struct exec_buf *b, __u32 found, struct task_struct *p)
 {
+	struct exec_event *ev = &b->ev;
 	__u32 zero = 0, tgid = ev->tgid;
 	struct lineage *e = bpf_map_lookup_elem(&lineage_map, &tgid);
 	struct lineage *ne = 0;
@@ -151,32 +203,35 @@ static __always_inline void resolve_lineage(struct exec_event *ev, struct task_s
 
 #pragma unroll
 	for (__u32 k = 0; k < MAX_KEYS; k++) {
-		struct id_slot *cl = &ev->claimed[k];
-		struct id_slot *out = &ev->ids[k];
-		bool in_env = cl->source == ID_SOURCE_ENV;
+		struct id_slot *cl = &b->claimed[k];
+		struct id_slot *out = &b->ids[k];
+		bool in_env = found & (1u << k);
 
 		if (k >= nkeys)
 			break;
 		if (e && e->ids[k].len) {
 			/* The lineage is authoritative; the env is only a claim. */
 			__builtin_memcpy(out, &e->ids[k], sizeof(*out));
+			ev->ids_mask |= 1u << k;
 			out->source = e->ids[k].source == ID_SOURCE_PROCFS ? ID_SOURCE_PROCFS
 									    : ID_SOURCE_INHERITED;
-			out->flags = (e->ids[k].flags & KEY_FLAG_ROOT_UNVERIFIED) |
-				     (cl->flags & KEY_FLAG_DUPLICATE_KEY);
-			if (!in_env)
+			out->flags = e->ids[k].flags & KEY_FLAG_ROOT_UNVERIFIED;
+			if (!in_env) {
 				out->flags |= KEY_FLAG_ENV_REMOVED;
-			else if (!slot_equal(cl, &e->ids[k]))
+				continue;
+			}
+			out->flags |= cl->flags & KEY_FLAG_DUPLICATE_KEY;
+			if (!slot_equal(cl, &e->ids[k])) {
 				out->flags |= KEY_FLAG_ENV_MISMATCH;
-			else
-				__builtin_memset(cl, 0, sizeof(*cl));
+				ev->claimed_mask |= 1u << k;
+			}
 			continue;
 		}
 		if (!in_env)
 			continue;
 		/* A session root: the first ID this lineage has seen for key k. */
 		__builtin_memcpy(out, cl, sizeof(*out));
-		__builtin_memset(cl, 0, sizeof(*cl));
+		ev->ids_mask |= 1u << k;
 		out->flags |= root_flags;
 		if (e) {
 			__builtin_memcpy(&e->ids[k], out, sizeof(*out));
@@ -238,34 +293,57 @@ static __always_inline void inherit_lineage(struct task_struct *parent, struct t
 		stat_inc(STAT_LINEAGE_FULL);
 }
 
+/*
+ * A process nobody was told about: its own thread-group leader, cloned
+ * after the probe attached and never exec'd since (so no exec event named
+ * it), carrying no lineage entry, in the host's pid namespace. The agent
+ * holds a process only from its exec event or a keyed procfs bootstrap
+ * (which gives it a lineage entry), so such an exit reaches nobody and is
+ * not sent. Anything unsure (threads of a group whose leader went first,
+ * tasks that predate the probe, containers) still sends its exit.
+ */
+static __always_inline bool exit_unheard(struct task_struct *p)
+{
+	struct image_place *pl;
+
+	if (p->pid != p->tgid || !p->thread_pid || p->thread_pid->level != 0)
+		return false;
+	pl = bpf_task_storage_get(&image_places, p, 0, 0);
+	return pl && (pl->flags & PLACE_FLAG_NOT_EXECED);
+}
+
 static __always_inline void handle_group_exit(struct task_struct *p)
 {
 	__u32 zero = 0, tgid;
 	struct exit_event *ev;
+	struct exit_buf *b;
 	struct lineage *e;
 	unsigned int sflags;
+	__u64 start;
+	__u32 off;
 
-	if (BPF_CORE_READ(p, flags) & PF_KTHREAD)
+	if (p->flags & PF_KTHREAD)
 		return;
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return; /* other threads of the group still run */
-	ev = bpf_map_lookup_elem(&exit_scratch, &zero);
-	if (!ev)
+	tgid = p->tgid;
+	start = BPF_CORE_READ(p, group_leader, start_boottime);
+	e = bpf_map_lookup_elem(&lineage_map, &tgid);
+	if (e && !start_matches(e, start))
+		e = 0;
+	if (!e && exit_unheard(p))
 		return;
-	__builtin_memset(ev, 0, __builtin_offsetof(struct exit_event, ids));
-#pragma unroll
-	for (int k = 0; k < MAX_KEYS; k++) {
-		__builtin_memset(&ev->ids[k], 0, sizeof(ev->ids[k]));
-		barrier();
-	}
-	tgid = BPF_CORE_READ(p, tgid);
+	b = bpf_map_lookup_elem(&exit_scratch, &zero);
+	if (!b)
+		return;
+	ev = &b->ev;
+	__builtin_memset(ev, 0, sizeof(*ev));
 	ev->hdr.kind = EVENT_KIND_EXIT;
-	ev->hdr.size = sizeof(*ev);
 	ev->hdr.time_ns = bpf_ktime_get_boot_ns();
 	ev->pid = tgid;
 	ev->tgid = tgid;
 	ev->ppid = BPF_CORE_READ(p, real_parent, tgid);
-	ev->start_ns = BPF_CORE_READ(p, group_leader, start_boottime);
+	ev->start_ns = start;
 	ev->uid = BPF_CORE_READ(p, cred, uid.val);
 	{
 		/* Exits name their container too, so filters need no exec history. */
@@ -273,23 +351,29 @@ static __always_inline void handle_group_exit(struct task_struct *p)
 		struct kernfs_node *kn = cg ? BPF_CORE_READ(cg, kn) : 0;
 
 		ev->cgroup_id = cgroup_id_of(cg);
-		ev->cgroup_len = read_cgroup_name(ev->cgroup, kn);
-		ev->cgroup_parent_len = kn ? read_cgroup_name(ev->cgroup_parent, kn_parent(kn)) : 0;
+		ev->cgroup_len = read_cgroup_name((char *)b->tail, kn);
+		off = ev->cgroup_len & (CGROUP_NAME_MAX - 1);
+		if (kn)
+			ev->cgroup_parent_len = read_cgroup_name((char *)b->tail + off, kn_parent(kn));
+		off += ev->cgroup_parent_len;
 	}
 	ev->exit_code = BPF_CORE_READ(p, exit_code);
 	sflags = BPF_CORE_READ(p, signal, flags);
 	if (sflags & SIGNAL_GROUP_EXIT)
 		ev->exit_code = BPF_CORE_READ(p, signal, group_exit_code);
-	e = bpf_map_lookup_elem(&lineage_map, &tgid);
-	if (e && start_matches(e, ev->start_ns)) {
+	if (e) {
 #pragma unroll
-		for (int k = 0; k < MAX_KEYS; k++) {
-			__builtin_memcpy(&ev->ids[k], &e->ids[k], sizeof(ev->ids[k]));
-			barrier();
+		for (__u32 k = 0; k < MAX_KEYS; k++) {
+			if (e->ids[k].source == ID_SOURCE_NONE && !e->ids[k].flags)
+				continue;
+			off = put_slot(b->tail, off, &e->ids[k], k, EXIT_TAIL_MASK);
+			ev->ids_mask |= 1u << k;
 		}
 		bpf_map_delete_elem(&lineage_map, &tgid);
 	}
-	emit(ev, sizeof(*ev));
+	off &= EXIT_TAIL_MASK;
+	ev->hdr.size = sizeof(*ev) + off;
+	emit(ev, sizeof(*ev) + off);
 }
 
 #endif /* CORRELATOR_LINEAGE_H */

@@ -34,7 +34,7 @@ static __always_inline void inherit_place(struct task_struct *creator, struct ta
 	dst->cgroup_id = src->cgroup_id;
 	dst->pidns = src->pidns;
 	dst->userns = src->userns;
-	dst->flags = src->flags & ~PLACE_FLAG_RUNTIME_EXEC;
+	dst->flags = (src->flags & ~PLACE_FLAG_RUNTIME_EXEC) | PLACE_FLAG_NOT_EXECED;
 }
 
 /*

@@ -23,7 +23,7 @@ const volatile __u32 scan_budget = 1 << 20;     /* env bytes */
 
 struct scan_ctx {
 	struct scan_buf *buf;
-	struct exec_event *ev; /* claimed[] receives the env values */
+	struct exec_buf *eb; /* claimed[] receives the env values */
 	__u64 env_start;
 	__u64 env_end;
 	__u64 ptr_base;  /* user address of envp[0] */
@@ -55,9 +55,10 @@ static __always_inline bool key_tail_matches(struct scan_buf *buf, __u32 o, __u3
 	return true;
 }
 
+/* take_value fills claimed[k] whole: the scratch slot is not cleared first. */
 static __always_inline void take_value(struct scan_ctx *c, __u32 o, __u32 k)
 {
-	struct id_slot *s = &c->ev->claimed[k & (MAX_KEYS - 1)];
+	struct id_slot *s = &c->eb->claimed[k & (MAX_KEYS - 1)];
 	__u32 v = o + key_len[k & (MAX_KEYS - 1)] + 1;
 	__u32 j;
 
@@ -70,11 +71,14 @@ static __always_inline void take_value(struct scan_ctx *c, __u32 o, __u32 k)
 	}
 	s->len = j;
 	s->source = ID_SOURCE_ENV;
+	s->_pad0 = 0;
+	s->flags = 0;
 	if (j == ID_MAX_LEN && c->buf->win[(v + j) & WIN_MASK])
 		s->flags |= KEY_FLAG_ID_TRUNCATED;
 }
 
-static long scan_one(__u64 i, struct scan_ctx *c)
+/* scan_one visits envp[i]; non-zero stops the scan. */
+static __always_inline long scan_one(__u64 i, struct scan_ctx *c)
 {
 	struct scan_buf *buf = c->buf;
 	__u32 slot = i & (PTR_BLOCK - 1);
@@ -133,12 +137,28 @@ static long scan_one(__u64 i, struct scan_ctx *c)
 				continue;
 			if (c->found & (1u << k)) {
 				/* getenv returns the first; later ones are evidence. */
-				c->ev->claimed[k].flags |= KEY_FLAG_DUPLICATE_KEY;
+				c->eb->claimed[k].flags |= KEY_FLAG_DUPLICATE_KEY;
 				continue;
 			}
 			c->found |= 1u << k;
 			take_value(c, o, k);
 		}
+	}
+	return 0;
+}
+
+/*
+ * scan_stride is the bpf_loop callback: it visits SCAN_STRIDE variables,
+ * so the loop's per-call cost is paid once per stride, not per variable.
+ */
+static long scan_stride(__u64 blk, struct scan_ctx *c)
+{
+	__u64 i = blk * SCAN_STRIDE;
+
+#pragma unroll
+	for (__u32 j = 0; j < SCAN_STRIDE; j++, i++) {
+		if (i >= c->n || scan_one(i, c))
+			return 1;
 	}
 	return 0;
 }

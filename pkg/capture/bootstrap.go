@@ -143,8 +143,9 @@ func (p *Probe) procEvent(pi *procInfo, e *correlatorLineage) Event {
 	raw.Tgid, raw.Ppid = pi.tgid, pi.ppid
 	raw.StartNs = e.StartNs
 	raw.RootTgid, raw.RootStartNs, raw.Depth = e.RootTgid, e.RootStartNs, e.Depth
-	raw.Ids = e.Ids
-	ev := p.dec.exec(&raw)
+	ev, _ := p.dec.exec(&raw, &tail{}) // no tail: the image is read from /proc below
+	ids := lineageSlots(&e.Ids)
+	p.dec.applyKeys(&ev, &ids, nil)
 	ev.Time = time.Now().UTC()
 	ev.Cgroup, ev.ContainerID, ev.PodUID = parseProcCgroup(pi.cgroup)
 	if pp, ok := p.procStart(pi.ppid); ok {
@@ -161,6 +162,19 @@ func (p *Probe) procEvent(pi *procInfo, e *correlatorLineage) Event {
 		}
 	}
 	return ev
+}
+
+// lineageSlots are a lineage entry's keys as the kernel would send them.
+func lineageSlots(ids *[maxKeySlots]correlatorIdSlot) [maxKeySlots]slot {
+	var out [maxKeySlots]slot
+	for k := range ids {
+		s := &ids[k]
+		if s.Source == uint8(correlatorIdSourceID_SOURCE_NONE) && s.Flags == 0 {
+			continue
+		}
+		out[k] = slot{present: true, value: s.Value[:min(int(s.Len), len(s.Value))], source: s.Source, flags: s.Flags}
+	}
+	return out
 }
 
 func (p *Probe) procStart(pid uint32) (uint64, bool) {

@@ -30,6 +30,24 @@ const (
 	correlatorEventKindEVENT_KIND_EXIT correlatorEventKind = 2
 )
 
+type correlatorEventLimit uint32
+
+const (
+	correlatorEventLimitEVENT_LIMIT_KEYS     correlatorEventLimit = 4
+	correlatorEventLimitEVENT_LIMIT_ID       correlatorEventLimit = 128
+	correlatorEventLimitEVENT_LIMIT_ARGV     correlatorEventLimit = 1024
+	correlatorEventLimitEVENT_LIMIT_FILENAME correlatorEventLimit = 255
+	correlatorEventLimitEVENT_LIMIT_CGROUP   correlatorEventLimit = 127
+)
+
+type correlatorExecBuf struct {
+	_       structs.HostLayout
+	Ev      correlatorExecEvent
+	Tail    [5120]uint8
+	Ids     [4]correlatorIdSlot
+	Claimed [4]correlatorIdSlot
+}
+
 type correlatorExecEvent struct {
 	_   structs.HostLayout
 	Hdr struct {
@@ -59,12 +77,9 @@ type correlatorExecEvent struct {
 	ArgvLen         uint16
 	CgroupLen       uint16
 	CgroupParentLen uint16
-	Ids             [4]correlatorIdSlot
-	Claimed         [4]correlatorIdSlot
-	Filename        [256]int8
-	Argv            [1024]int8
-	Cgroup          [128]int8
-	CgroupParent    [128]int8
+	IdsMask         uint8
+	ClaimedMask     uint8
+	Pad0            [6]uint8
 }
 
 type correlatorExecOrigin uint32
@@ -79,6 +94,12 @@ const (
 	correlatorExecOriginEXEC_ORIGIN_NESTED_USERNS  correlatorExecOrigin = 6
 	correlatorExecOriginEXEC_ORIGIN_CONTAINER_INIT correlatorExecOrigin = 7
 )
+
+type correlatorExitBuf struct {
+	_    structs.HostLayout
+	Ev   correlatorExitEvent
+	Tail [1160]uint8
+}
 
 type correlatorExitEvent struct {
 	_   structs.HostLayout
@@ -97,9 +118,8 @@ type correlatorExitEvent struct {
 	Uid             uint32
 	CgroupLen       uint16
 	CgroupParentLen uint16
-	Ids             [4]correlatorIdSlot
-	Cgroup          [128]int8
-	CgroupParent    [128]int8
+	IdsMask         uint8
+	Pad0            [7]uint8
 }
 
 type correlatorIdSlot struct {
@@ -119,6 +139,14 @@ const (
 	correlatorIdSourceID_SOURCE_INHERITED correlatorIdSource = 2
 	correlatorIdSourceID_SOURCE_PROCFS    correlatorIdSource = 3
 )
+
+type correlatorIdWire struct {
+	_      structs.HostLayout
+	Len    uint16
+	Source uint8
+	Key    uint8
+	Flags  uint32
+}
 
 type correlatorImagePlace struct {
 	_        structs.HostLayout
@@ -197,10 +225,12 @@ const (
 	correlatorVarScanBudget        = "scan_budget"
 	correlatorVarUnusedEventFlag   = "unused_event_flag"
 	correlatorVarUnusedEventKind   = "unused_event_kind"
+	correlatorVarUnusedEventLimit  = "unused_event_limit"
 	correlatorVarUnusedExecEvent   = "unused_exec_event"
 	correlatorVarUnusedExecOrigin  = "unused_exec_origin"
 	correlatorVarUnusedExitEvent   = "unused_exit_event"
 	correlatorVarUnusedIdSource    = "unused_id_source"
+	correlatorVarUnusedIdWire      = "unused_id_wire"
 	correlatorVarUnusedImagePlace  = "unused_image_place"
 	correlatorVarUnusedKeyFlag     = "unused_key_flag"
 	correlatorVarUnusedLineage     = "unused_lineage"
@@ -282,10 +312,12 @@ type correlatorVariableSpecs struct {
 	ScanBudget        *ebpf.VariableSpec `ebpf:"scan_budget"`
 	UnusedEventFlag   *ebpf.VariableSpec `ebpf:"unused_event_flag"`
 	UnusedEventKind   *ebpf.VariableSpec `ebpf:"unused_event_kind"`
+	UnusedEventLimit  *ebpf.VariableSpec `ebpf:"unused_event_limit"`
 	UnusedExecEvent   *ebpf.VariableSpec `ebpf:"unused_exec_event"`
 	UnusedExecOrigin  *ebpf.VariableSpec `ebpf:"unused_exec_origin"`
 	UnusedExitEvent   *ebpf.VariableSpec `ebpf:"unused_exit_event"`
 	UnusedIdSource    *ebpf.VariableSpec `ebpf:"unused_id_source"`
+	UnusedIdWire      *ebpf.VariableSpec `ebpf:"unused_id_wire"`
 	UnusedImagePlace  *ebpf.VariableSpec `ebpf:"unused_image_place"`
 	UnusedKeyFlag     *ebpf.VariableSpec `ebpf:"unused_key_flag"`
 	UnusedLineage     *ebpf.VariableSpec `ebpf:"unused_lineage"`
@@ -349,10 +381,12 @@ type correlatorVariables struct {
 	ScanBudget        *ebpf.Variable `ebpf:"scan_budget"`
 	UnusedEventFlag   *ebpf.Variable `ebpf:"unused_event_flag"`
 	UnusedEventKind   *ebpf.Variable `ebpf:"unused_event_kind"`
+	UnusedEventLimit  *ebpf.Variable `ebpf:"unused_event_limit"`
 	UnusedExecEvent   *ebpf.Variable `ebpf:"unused_exec_event"`
 	UnusedExecOrigin  *ebpf.Variable `ebpf:"unused_exec_origin"`
 	UnusedExitEvent   *ebpf.Variable `ebpf:"unused_exit_event"`
 	UnusedIdSource    *ebpf.Variable `ebpf:"unused_id_source"`
+	UnusedIdWire      *ebpf.Variable `ebpf:"unused_id_wire"`
 	UnusedImagePlace  *ebpf.Variable `ebpf:"unused_image_place"`
 	UnusedKeyFlag     *ebpf.Variable `ebpf:"unused_key_flag"`
 	UnusedLineage     *ebpf.Variable `ebpf:"unused_lineage"`

@@ -15,13 +15,20 @@ import (
 var (
 	ErrShortFrame   = errors.New("frame shorter than its header")
 	ErrUnknownKind  = errors.New("unknown event kind")
-	ErrSizeMismatch = errors.New("frame size does not match its kind")
+	ErrSizeMismatch = errors.New("frame size does not match its content")
 )
 
 const (
 	headerSize    = int(unsafe.Sizeof(correlatorEventHeader{}))
-	execEventSize = int(unsafe.Sizeof(correlatorExecEvent{}))
+	execEventSize = int(unsafe.Sizeof(correlatorExecEvent{})) // the fixed part
 	exitEventSize = int(unsafe.Sizeof(correlatorExitEvent{}))
+	idWireSize    = int(unsafe.Sizeof(correlatorIdWire{}))
+
+	maxKeySlots  = int(correlatorEventLimitEVENT_LIMIT_KEYS)
+	maxIDLen     = int(correlatorEventLimitEVENT_LIMIT_ID)
+	maxArgvLen   = int(correlatorEventLimitEVENT_LIMIT_ARGV)
+	maxFilename  = int(correlatorEventLimitEVENT_LIMIT_FILENAME)
+	maxCgroupLen = int(correlatorEventLimitEVENT_LIMIT_CGROUP)
 )
 
 type correlatorEventHeader = struct {
@@ -43,7 +50,58 @@ func NewDecoder(keys []string, bootTime time.Time) *Decoder {
 	return &Decoder{keys: keys, bootTime: bootTime}
 }
 
-// Decode decodes one frame. The frame is not retained.
+// slot is one key's value as a frame's tail carries it.
+type slot struct {
+	present bool // the kernel sent it
+	value   []byte
+	source  uint8
+	flags   uint32
+}
+
+// tail walks the variable part of a frame. Every take is checked against
+// what is left, so a length that overruns the frame is an error, never a
+// read past it.
+type tail struct {
+	b   []byte
+	bad bool
+}
+
+func (t *tail) take(n, max int) []byte {
+	if n > max || n > len(t.b) {
+		t.bad = true
+		return nil
+	}
+	out := t.b[:n]
+	t.b = t.b[n:]
+	return out
+}
+
+// slots reads one id_wire and value per bit of mask, keys ascending.
+func (t *tail) slots(mask uint8, out *[maxKeySlots]slot) {
+	if int(mask)>>maxKeySlots != 0 {
+		t.bad = true
+		return
+	}
+	for k := 0; k < maxKeySlots && !t.bad; k++ {
+		if mask&(1<<k) == 0 {
+			continue
+		}
+		h := t.take(idWireSize, idWireSize)
+		if t.bad {
+			return
+		}
+		n := int(binary.LittleEndian.Uint16(h[0:2]))
+		if int(h[3]) != k {
+			t.bad = true
+			return
+		}
+		out[k] = slot{present: true, source: h[2], flags: binary.LittleEndian.Uint32(h[4:8]), value: t.take(n, maxIDLen)}
+	}
+}
+
+// Decode decodes one frame: the fixed part its kind names, then a tail
+// that must account for exactly the size the header gives. The frame is
+// not retained.
 func (d *Decoder) Decode(b []byte) (Event, error) {
 	if len(b) < headerSize {
 		return Event{}, ErrShortFrame
@@ -52,25 +110,44 @@ func (d *Decoder) Decode(b []byte) (Event, error) {
 	size := binary.LittleEndian.Uint32(b[4:8])
 	switch kind {
 	case uint32(correlatorEventKindEVENT_KIND_EXEC):
-		if size != uint32(execEventSize) || len(b) < execEventSize {
-			return Event{}, fmt.Errorf("decoding exec event of %d bytes: %w", len(b), ErrSizeMismatch)
+		if size < uint32(execEventSize) || uint64(size) > uint64(len(b)) {
+			return Event{}, fmt.Errorf("decoding exec event of %d bytes, header says %d: %w", len(b), size, ErrSizeMismatch)
 		}
 		var raw correlatorExecEvent
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&raw)), execEventSize), b)
-		return d.exec(&raw), nil
+		ev, ok := d.exec(&raw, &tail{b: b[execEventSize:size]})
+		if !ok {
+			return Event{}, fmt.Errorf("decoding exec event of %d bytes: tail disagrees with its lengths: %w", size, ErrSizeMismatch)
+		}
+		return ev, nil
 	case uint32(correlatorEventKindEVENT_KIND_EXIT):
-		if size != uint32(exitEventSize) || len(b) < exitEventSize {
-			return Event{}, fmt.Errorf("decoding exit event of %d bytes: %w", len(b), ErrSizeMismatch)
+		if size < uint32(exitEventSize) || uint64(size) > uint64(len(b)) {
+			return Event{}, fmt.Errorf("decoding exit event of %d bytes, header says %d: %w", len(b), size, ErrSizeMismatch)
 		}
 		var raw correlatorExitEvent
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&raw)), exitEventSize), b)
-		return d.exit(&raw), nil
+		ev, ok := d.exit(&raw, &tail{b: b[exitEventSize:size]})
+		if !ok {
+			return Event{}, fmt.Errorf("decoding exit event of %d bytes: tail disagrees with its lengths: %w", size, ErrSizeMismatch)
+		}
+		return ev, nil
 	default:
 		return Event{}, fmt.Errorf("decoding event kind %d: %w", kind, ErrUnknownKind)
 	}
 }
 
-func (d *Decoder) exec(r *correlatorExecEvent) Event {
+func (d *Decoder) exec(r *correlatorExecEvent, t *tail) (Event, bool) {
+	truncated := r.Flags&uint32(correlatorEventFlagEVENT_FLAG_ARGV_TRUNCATED) != 0
+	filename := t.take(int(r.FilenameLen), maxFilename)
+	argv := t.take(int(r.ArgvLen), maxArgvLen)
+	cg := t.take(int(r.CgroupLen), maxCgroupLen)
+	cgParent := t.take(int(r.CgroupParentLen), maxCgroupLen)
+	var ids, claimed [maxKeySlots]slot
+	t.slots(r.IdsMask, &ids)
+	t.slots(r.ClaimedMask, &claimed)
+	if t.bad || len(t.b) != 0 {
+		return Event{}, false
+	}
 	ev := Event{
 		Time: d.bootTime.Add(time.Duration(r.Hdr.TimeNs)),
 		Kind: KindExec,
@@ -80,9 +157,9 @@ func (d *Decoder) exec(r *correlatorExecEvent) Event {
 			PID:             r.Tgid,
 			PPID:            r.Ppid,
 			UID:             r.Uid,
-			Filename:        cString(r.Filename[:], int(r.FilenameLen)),
-			Argv:            splitArgv(r.Argv[:], int(r.ArgvLen), r.Flags&uint32(correlatorEventFlagEVENT_FLAG_ARGV_TRUNCATED) != 0),
-			ArgvTruncated:   r.Flags&uint32(correlatorEventFlagEVENT_FLAG_ARGV_TRUNCATED) != 0,
+			Filename:        cString(filename),
+			Argv:            splitArgv(argv, truncated),
+			ArgvTruncated:   truncated,
 		},
 		CgroupID:      r.CgroupId,
 		PIDNamespace:  r.Pidns,
@@ -92,20 +169,27 @@ func (d *Decoder) exec(r *correlatorExecEvent) Event {
 		StartBootNs:   r.StartNs,
 		ParentStartNs: r.ParentStartNs,
 	}
-	ev.Cgroup = joinCgroup(cString(r.CgroupParent[:], int(r.CgroupParentLen)), cString(r.Cgroup[:], int(r.CgroupLen)))
+	ev.Cgroup = joinCgroup(cString(cgParent), cString(cg))
 	ev.ContainerID, ev.PodUID = ParseCgroupPath(ev.Cgroup)
 	if r.RootTgid != 0 {
 		ev.SessionRootID = ProcessKey(r.RootTgid, r.RootStartNs)
 	}
-	d.applyKeys(&ev, r.Ids[:], r.Claimed[:])
+	d.applyKeys(&ev, &ids, &claimed)
 	ev.Flags = append(ev.Flags, eventFlags(r.Flags)...)
 	if ev.Flags == nil {
 		ev.Flags = []string{}
 	}
-	return ev
+	return ev, true
 }
 
-func (d *Decoder) exit(r *correlatorExitEvent) Event {
+func (d *Decoder) exit(r *correlatorExitEvent, t *tail) (Event, bool) {
+	cg := t.take(int(r.CgroupLen), maxCgroupLen)
+	cgParent := t.take(int(r.CgroupParentLen), maxCgroupLen)
+	var ids [maxKeySlots]slot
+	t.slots(r.IdsMask, &ids)
+	if t.bad || len(t.b) != 0 {
+		return Event{}, false
+	}
 	ev := Event{
 		Time:        d.bootTime.Add(time.Duration(r.Hdr.TimeNs)),
 		Kind:        KindExit,
@@ -113,7 +197,7 @@ func (d *Decoder) exit(r *correlatorExitEvent) Event {
 		CgroupID:    r.CgroupId,
 		StartBootNs: r.StartNs,
 	}
-	ev.Cgroup = joinCgroup(cString(r.CgroupParent[:], int(r.CgroupParentLen)), cString(r.Cgroup[:], int(r.CgroupLen)))
+	ev.Cgroup = joinCgroup(cString(cgParent), cString(cg))
 	ev.ContainerID, ev.PodUID = ParseCgroupPath(ev.Cgroup)
 	status := int(r.ExitCode)
 	code := (status >> 8) & 0xff
@@ -122,20 +206,24 @@ func (d *Decoder) exit(r *correlatorExitEvent) Event {
 		code = 128 + sig
 	}
 	ev.ExitCode = &code
-	d.applyKeys(&ev, r.Ids[:], nil)
+	d.applyKeys(&ev, &ids, nil)
 	if ev.Flags == nil {
 		ev.Flags = []string{}
 	}
-	return ev
+	return ev, true
 }
 
 // applyKeys fills the audit ID fields from slot 0 and Keys from the rest.
-func (d *Decoder) applyKeys(ev *Event, ids, claimed []correlatorIdSlot) {
+func (d *Decoder) applyKeys(ev *Event, ids, claimed *[maxKeySlots]slot) {
 	for k, name := range d.keys {
 		if k >= len(ids) {
 			break
 		}
-		kv := slotValue(&ids[k], claimedSlot(claimed, k))
+		var cl *slot
+		if claimed != nil {
+			cl = &claimed[k]
+		}
+		kv := slotValue(&ids[k], cl)
 		if k == 0 {
 			ev.AuditID, ev.ClaimedAuditID, ev.Source = kv.Value, kv.Claimed, kv.Source
 			ev.Flags = append(ev.Flags, kv.Flags...)
@@ -151,29 +239,22 @@ func (d *Decoder) applyKeys(ev *Event, ids, claimed []correlatorIdSlot) {
 	}
 }
 
-func claimedSlot(claimed []correlatorIdSlot, k int) *correlatorIdSlot {
-	if k < len(claimed) {
-		return &claimed[k]
-	}
-	return nil
-}
-
-func slotValue(id, claimed *correlatorIdSlot) KeyValue {
+func slotValue(id, claimed *slot) KeyValue {
 	var kv KeyValue
-	present := id.Source != uint8(correlatorIdSourceID_SOURCE_NONE)
+	present := id.present && id.source != uint8(correlatorIdSourceID_SOURCE_NONE)
 	if present {
-		kv.Value = string(id.Value[:min(int(id.Len), len(id.Value))])
-		kv.Source = sourceName(id.Source)
+		kv.Value = string(id.value)
+		kv.Source = sourceName(id.source)
 	}
-	f := id.Flags
-	if claimed != nil && claimed.Source != uint8(correlatorIdSourceID_SOURCE_NONE) {
-		kv.Claimed = string(claimed.Value[:min(int(claimed.Len), len(claimed.Value))])
-		f |= claimed.Flags & uint32(correlatorKeyFlagKEY_FLAG_ID_TRUNCATED)
+	f := id.flags
+	if claimed != nil && claimed.present && claimed.source != uint8(correlatorIdSourceID_SOURCE_NONE) {
+		kv.Claimed = string(claimed.value)
+		f |= claimed.flags & uint32(correlatorKeyFlagKEY_FLAG_ID_TRUNCATED)
 	}
 	kv.Flags = keyFlags(f)
 	if present {
 		// Classify the authoritative value by its own flags, not the claim's.
-		kv.Flags = append(kv.Flags, valueFlags(kv.Value, id.Flags)...)
+		kv.Flags = append(kv.Flags, valueFlags(kv.Value, id.flags)...)
 	}
 	return kv
 }
@@ -265,12 +346,8 @@ func joinCgroup(parent, leaf string) string {
 	return parent + "/" + leaf
 }
 
-func cString(b []int8, n int) string {
-	if n <= 0 {
-		return ""
-	}
-	n = min(n, len(b))
-	s := unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), n)
+// cString is a kernel string up to its first NUL.
+func cString(s []byte) string {
 	if i := bytes.IndexByte(s, 0); i >= 0 {
 		s = s[:i]
 	}
@@ -280,12 +357,10 @@ func cString(b []int8, n int) string {
 // splitArgv splits the NUL-separated argv block. Every argument ends in
 // one NUL, so exactly one is dropped (empty arguments are kept); a block cut
 // off by the kernel's bound ends mid-argument and keeps that partial one.
-func splitArgv(b []int8, n int, truncated bool) []string {
-	if n <= 0 {
+func splitArgv(s []byte, truncated bool) []string {
+	if len(s) == 0 {
 		return nil
 	}
-	n = min(n, len(b))
-	s := unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), n)
 	if !truncated && s[len(s)-1] == 0 {
 		s = s[:len(s)-1]
 	}

@@ -13,10 +13,9 @@ import (
 	"github.com/execid/correlator/pkg/vocab"
 )
 
-func fixtureExit() correlatorExitEvent {
-	var r correlatorExitEvent
+func fixtureExit() exitFixture {
+	var r exitFixture
 	r.Hdr.Kind = uint32(correlatorEventKindEVENT_KIND_EXIT)
-	r.Hdr.Size = uint32(unsafe.Sizeof(r))
 	r.Hdr.TimeNs = 7_000_000_000
 	r.StartNs = 123_456_789_012
 	r.Pid, r.Tgid, r.Ppid = 4242, 4242, 4100
@@ -28,7 +27,7 @@ func TestDecodeExit(t *testing.T) {
 	tests := []struct {
 		name     string
 		status   uint32
-		mod      func(r *correlatorExitEvent)
+		mod      func(r *exitFixture)
 		wantCode int
 		wantSig  int
 		want     func(e *Event)
@@ -42,12 +41,12 @@ func TestDecodeExit(t *testing.T) {
 		{name: "SIGSEGV with core dump", status: 0x80 | 11, wantCode: 139, wantSig: 11},
 		{name: "SIGRTMAX", status: 64, wantCode: 192, wantSig: 64},
 		{
-			name: "no lineage: no id", mod: func(r *correlatorExitEvent) { r.Ids[0] = correlatorIdSlot{} },
+			name: "no lineage: no id", mod: func(r *exitFixture) { r.Ids[0] = correlatorIdSlot{} },
 			want: func(e *Event) { e.AuditID, e.Source = "", vocab.SourceNone },
 		},
 		{
 			name: "flags and second key",
-			mod: func(r *correlatorExitEvent) {
+			mod: func(r *exitFixture) {
 				setSlot(&r.Ids[0], "unknown", correlatorIdSourceID_SOURCE_PROCFS, correlatorKeyFlagKEY_FLAG_ROOT_UNVERIFIED)
 				setSlot(&r.Ids[1], fxSPOUID, correlatorIdSourceID_SOURCE_INHERITED, 0)
 			},
@@ -95,6 +94,29 @@ func TestDecodeExit(t *testing.T) {
 	}
 }
 
+// Offsets in the fixed exec part: filename_len, and ids_mask.
+var (
+	lenOffset  = int(unsafe.Offsetof(correlatorExecEvent{}.FilenameLen))
+	maskOffset = int(unsafe.Offsetof(correlatorExecEvent{}.IdsMask))
+)
+
+// tailStrings is the length of a fixture's strings, where its slots start.
+func tailStrings(r execFixture) int {
+	return int(r.FilenameLen) + int(r.ArgvLen) + int(r.CgroupLen) + int(r.CgroupParentLen)
+}
+
+func patch(frame []byte, off int, v byte) []byte {
+	b := slices.Clone(frame)
+	b[off] = v
+	return b
+}
+
+func patch16(frame []byte, off int, v uint16) []byte {
+	b := slices.Clone(frame)
+	binary.LittleEndian.PutUint16(b[off:], v)
+	return b
+}
+
 func TestDecodeErrors(t *testing.T) {
 	exec, exit := fixtureExec(), fixtureExit()
 	execFrame, exitFrame := encodeFrame(t, &exec), encodeFrame(t, &exit)
@@ -139,6 +161,14 @@ func TestDecodeErrors(t *testing.T) {
 		{"exit frame cut short", exitFrame[:exitEventSize-8], ErrSizeMismatch},
 		{"exit size one less", withSize(exitFrame, uint32(exitEventSize-1)), ErrSizeMismatch},
 		{"exit with exec size", withKind(execFrame, exitKind), ErrSizeMismatch},
+		{"exec size past the frame by one", execFrame[:len(execFrame)-1], ErrSizeMismatch},
+		{"exec size below the fixed part", withSize(execFrame[:execEventSize-8], uint32(execEventSize-8)), ErrSizeMismatch},
+		{"exec tail byte to spare", withSize(append(slices.Clone(execFrame), 0), uint32(len(execFrame)+1)), ErrSizeMismatch},
+		{"exec slot length past the tail", patch(execFrame, execEventSize+tailStrings(exec), 0xff), ErrSizeMismatch},
+		{"exec slot of another key", patch(execFrame, execEventSize+tailStrings(exec)+3, 1), ErrSizeMismatch},
+		{"exec mask names a fifth key", patch(execFrame, maskOffset, 0x11), ErrSizeMismatch},
+		{"exec filename_len past its limit", patch16(execFrame, lenOffset, uint16(maxFilename+1)), ErrSizeMismatch},
+		{"exit slot length past the tail", patch(exitFrame, exitEventSize, 0xff), ErrSizeMismatch},
 	}
 	d := NewDecoder(fxKeys, fxBootTime)
 	for _, tc := range tests {

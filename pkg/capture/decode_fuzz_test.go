@@ -66,6 +66,8 @@ func decodeSeeds(t testing.TB) map[string][]byte {
 		"exit-frame-signal":    encodeFrame(t, &killed),
 		"exec-frame-truncated": execFrame[:execEventSize/2],
 		"exit-frame-truncated": exitFrame[:exitEventSize-1],
+		"exec-tail-truncated":  execFrame[:len(execFrame)-1],
+		"exit-tail-truncated":  exitFrame[:len(exitFrame)-1],
 		"header-only":          execFrame[:headerSize],
 		"short":                execFrame[:7],
 		"unknown-kind":         append([]byte{9, 0, 0, 0}, exitFrame[4:]...),
@@ -148,15 +150,19 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		// A decoded frame round-trips its key fields: read them again
-		// through encoding/binary, independently of the decoder.
+		// A decoded frame round-trips its fixed fields: read them again
+		// through encoding/binary, independently of the decoder. The tail
+		// must have been accounted for exactly and within the limits.
+		if size := binary.LittleEndian.Uint32(b[4:8]); int(size) > len(b) {
+			t.Fatalf("decoded a frame whose header says %d bytes from %d", size, len(b))
+		}
 		switch ev.Kind {
 		case KindExec:
 			var r correlatorExecEvent
 			if err := binary.Read(bytes.NewReader(b), binary.LittleEndian, &r); err != nil {
 				t.Fatalf("re-reading exec frame: %v", err)
 			}
-			checkCommon(t, ev, r.Hdr.TimeNs, r.Tgid, r.Ppid, r.StartNs, r.Ids[0])
+			checkCommon(t, ev, r.Hdr.TimeNs, r.Tgid, r.Ppid, r.StartNs, r.IdsMask)
 			if ev.ParentProcessID != ProcessKey(r.Ppid, r.ParentStartNs) {
 				t.Errorf("ParentProcessID = %q, want %q", ev.ParentProcessID, ProcessKey(r.Ppid, r.ParentStartNs))
 			}
@@ -170,11 +176,18 @@ func FuzzDecode(f *testing.F) {
 				}
 				n += len(a) + 1
 			}
-			if n > len(r.Argv)+1 {
-				t.Errorf("argv of %d bytes from a %d-byte array", n, len(r.Argv))
+			if n > int(r.ArgvLen)+1 || int(r.ArgvLen) > maxArgvLen {
+				t.Errorf("argv of %d bytes from argv_len %d", n, r.ArgvLen)
 			}
-			if len(ev.Filename) > len(r.Filename) || strings.IndexByte(ev.Filename, 0) >= 0 {
-				t.Errorf("Filename %q is longer than its array or holds a NUL", ev.Filename)
+			if len(ev.Filename) > int(r.FilenameLen) || strings.IndexByte(ev.Filename, 0) >= 0 {
+				t.Errorf("Filename %q is longer than filename_len %d or holds a NUL", ev.Filename, r.FilenameLen)
+			}
+			want := execEventSize + int(r.FilenameLen) + int(r.ArgvLen) + int(r.CgroupLen) + int(r.CgroupParentLen)
+			if int(r.Hdr.Size) < want {
+				t.Errorf("size %d is less than the fixed part and strings, %d", r.Hdr.Size, want)
+			}
+			if ev.ClaimedAuditID != "" && r.ClaimedMask&1 == 0 {
+				t.Errorf("ClaimedAuditID %q without a claimed slot", ev.ClaimedAuditID)
 			}
 			if ev.ContainerID != "" && !isHexID(ev.ContainerID) {
 				t.Errorf("ContainerID %q is not a 64-hex ID", ev.ContainerID)
@@ -184,7 +197,7 @@ func FuzzDecode(f *testing.F) {
 			if err := binary.Read(bytes.NewReader(b), binary.LittleEndian, &r); err != nil {
 				t.Fatalf("re-reading exit frame: %v", err)
 			}
-			checkCommon(t, ev, r.Hdr.TimeNs, r.Tgid, r.Ppid, r.StartNs, r.Ids[0])
+			checkCommon(t, ev, r.Hdr.TimeNs, r.Tgid, r.Ppid, r.StartNs, r.IdsMask)
 			if ev.ExitCode == nil || *ev.ExitCode < 0 || *ev.ExitCode > 255 {
 				t.Fatalf("ExitCode = %v, want 0..255", ev.ExitCode)
 			}
@@ -197,7 +210,7 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-func checkCommon(t *testing.T, ev Event, timeNs uint64, tgid, ppid uint32, start uint64, id correlatorIdSlot) {
+func checkCommon(t *testing.T, ev Event, timeNs uint64, tgid, ppid uint32, start uint64, idsMask uint8) {
 	t.Helper()
 	if want := fxBootTime.Add(time.Duration(timeNs)); !ev.Time.Equal(want) {
 		t.Errorf("Time = %v, want %v", ev.Time, want)
@@ -208,12 +221,11 @@ func checkCommon(t *testing.T, ev Event, timeNs uint64, tgid, ppid uint32, start
 	if ev.ProcessID != ProcessKey(tgid, start) {
 		t.Errorf("ProcessID = %q, want %q", ev.ProcessID, ProcessKey(tgid, start))
 	}
-	wantID := ""
-	if id.Source != 0 {
-		wantID = string(id.Value[:min(int(id.Len), len(id.Value))])
+	if ev.AuditID != "" && idsMask&1 == 0 {
+		t.Errorf("AuditID %q without a slot for it", ev.AuditID)
 	}
-	if ev.AuditID != wantID {
-		t.Errorf("AuditID = %q, want %q", ev.AuditID, wantID)
+	if len(ev.AuditID) > maxIDLen {
+		t.Errorf("AuditID of %d bytes, more than the kernel sends", len(ev.AuditID))
 	}
 	if ev.Flags == nil {
 		t.Errorf("Flags is nil")

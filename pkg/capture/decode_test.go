@@ -2,6 +2,7 @@ package capture
 
 import (
 	"encoding/binary"
+	"errors"
 	"reflect"
 	"slices"
 	"strings"
@@ -29,17 +30,87 @@ var (
 	fxBootTime = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
 )
 
-// encodeFrame serialises a generated event struct the way the kernel
-// writes it: little-endian, fields in order, no padding. It goes through
-// encoding/binary rather than the decoder's unsafe view, so a layout
-// disagreement between the two shows up as a test failure.
+// execFixture is an exec event in full form: the generated fixed part,
+// and the tail's parts as arrays of the kernel's limits. encodeFrame packs
+// it as the kernel does.
+type execFixture struct {
+	correlatorExecEvent
+	Ids, Claimed [maxKeySlots]correlatorIdSlot
+	Filename     [maxFilename]int8
+	Argv         [maxArgvLen]int8
+	Cgroup       [maxCgroupLen]int8
+	CgroupParent [maxCgroupLen]int8
+}
+
+// exitFixture is an exit event in full form.
+type exitFixture struct {
+	correlatorExitEvent
+	Ids          [maxKeySlots]correlatorIdSlot
+	Cgroup       [maxCgroupLen]int8
+	CgroupParent [maxCgroupLen]int8
+}
+
+// encodeFrame serialises a fixture the way the kernel writes it: the
+// fixed part little-endian, fields in order, no padding, then the tail:
+// each string's first *_len bytes, then every slot that is set, with its
+// own length. The size and masks are computed; lengths are taken as given
+// (a length past its array packs only the array, so the frame disagrees
+// with itself, as a corrupt one would). It goes through encoding/binary
+// rather than the decoder's unsafe view, so a layout disagreement between
+// the two shows up as a test failure.
 func encodeFrame(t testing.TB, raw any) []byte {
 	t.Helper()
-	b, err := binary.Append(nil, binary.LittleEndian, raw)
+	var fixed any
+	var tail []byte
+	switch r := raw.(type) {
+	case *execFixture:
+		f := r.correlatorExecEvent
+		tail = appendCString(tail, r.Filename[:], f.FilenameLen)
+		tail = appendCString(tail, r.Argv[:], f.ArgvLen)
+		tail = appendCString(tail, r.Cgroup[:], f.CgroupLen)
+		tail = appendCString(tail, r.CgroupParent[:], f.CgroupParentLen)
+		tail, f.IdsMask = appendSlots(tail, &r.Ids)
+		tail, f.ClaimedMask = appendSlots(tail, &r.Claimed)
+		f.Hdr.Size = uint32(execEventSize + len(tail))
+		fixed = &f
+	case *exitFixture:
+		f := r.correlatorExitEvent
+		tail = appendCString(tail, r.Cgroup[:], f.CgroupLen)
+		tail = appendCString(tail, r.CgroupParent[:], f.CgroupParentLen)
+		tail, f.IdsMask = appendSlots(tail, &r.Ids)
+		f.Hdr.Size = uint32(exitEventSize + len(tail))
+		fixed = &f
+	default:
+		t.Fatalf("encoding frame: unsupported %T", raw)
+	}
+	b, err := binary.Append(nil, binary.LittleEndian, fixed)
 	if err != nil {
 		t.Fatalf("encoding frame: %v", err)
 	}
-	return b
+	return append(b, tail...)
+}
+
+func appendCString(dst []byte, s []int8, n uint16) []byte {
+	n = min(n, uint16(len(s)))
+	return append(dst, unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s))[:n]...)
+}
+
+// appendSlots packs every slot that holds anything, as the kernel sends
+// the slots it filled.
+func appendSlots(dst []byte, slots *[maxKeySlots]correlatorIdSlot) ([]byte, uint8) {
+	var mask uint8
+	for k := range slots {
+		s := &slots[k]
+		if s.Source == 0 && s.Flags == 0 && s.Len == 0 {
+			continue
+		}
+		mask |= 1 << k
+		dst = binary.LittleEndian.AppendUint16(dst, s.Len)
+		dst = append(dst, s.Source, uint8(k))
+		dst = binary.LittleEndian.AppendUint32(dst, s.Flags)
+		dst = append(dst, s.Value[:min(int(s.Len), len(s.Value))]...)
+	}
+	return dst, mask
 }
 
 func setCString(dst []int8, s string) uint16 {
@@ -48,7 +119,7 @@ func setCString(dst []int8, s string) uint16 {
 	return uint16(n)
 }
 
-func setArgv(r *correlatorExecEvent, block string) {
+func setArgv(r *execFixture, block string) {
 	r.ArgvLen = setCString(r.Argv[:], block)
 }
 
@@ -62,10 +133,9 @@ func setSlot(s *correlatorIdSlot, value string, src correlatorIdSource, flags co
 // fixtureExec is a realistic exec of `sh -c 'echo hi'` in a burstable pod
 // on the cgroupfs driver, a session root that found the audit ID in its
 // own environment.
-func fixtureExec() correlatorExecEvent {
-	var r correlatorExecEvent
+func fixtureExec() execFixture {
+	var r execFixture
 	r.Hdr.Kind = uint32(correlatorEventKindEVENT_KIND_EXEC)
-	r.Hdr.Size = uint32(unsafe.Sizeof(r))
 	r.Hdr.TimeNs = 5_000_000_123
 	r.StartNs = 123_456_789_012       // 12345 ticks
 	r.ParentStartNs = 100_009_999_999 // 10000 ticks: floor, not rounding
@@ -146,8 +216,8 @@ func decodeOK(t testing.TB, d *Decoder, frame []byte) Event {
 
 func TestDecodeFrameLayout(t *testing.T) {
 	// Sizes from bpf/include/correlator.h: the header is 16 bytes, an
-	// id_slot 136; image_place 24; exec 104 + 24 + 8 slots + 256 + 1024 +
-	// 2*128; exit 56 + 4 slots + 2*128.
+	// id_slot 136, an id_wire 8; image_place 24; the fixed parts of exec
+	// 104 + 24 + 8 (lengths and masks) and exit 56 + 8.
 	for _, tc := range []struct {
 		name string
 		raw  any
@@ -156,8 +226,9 @@ func TestDecodeFrameLayout(t *testing.T) {
 		{"header", correlatorEventHeader{}, 16},
 		{"id_slot", correlatorIdSlot{}, 136},
 		{"image_place", correlatorImagePlace{}, 24},
-		{"exec_event", correlatorExecEvent{}, 104 + 24 + 8*136 + 256 + 1024 + 2*128},
-		{"exit_event", correlatorExitEvent{}, 56 + 4*136 + 2*128},
+		{"id_wire", correlatorIdWire{}, 8},
+		{"exec_event", correlatorExecEvent{}, 104 + 24 + 8},
+		{"exit_event", correlatorExitEvent{}, 56 + 8},
 	} {
 		if got := binary.Size(tc.raw); got != tc.want {
 			t.Errorf("binary.Size(%s) = %d, want %d", tc.name, got, tc.want)
@@ -166,8 +237,9 @@ func TestDecodeFrameLayout(t *testing.T) {
 			t.Errorf("in-memory size of %s = %d, want %d (implicit padding?)", tc.name, got, tc.want)
 		}
 	}
-	if execEventSize != binary.Size(correlatorExecEvent{}) || exitEventSize != binary.Size(correlatorExitEvent{}) {
-		t.Errorf("decoder sizes exec=%d exit=%d disagree with the encoded layout", execEventSize, exitEventSize)
+	if execEventSize != binary.Size(correlatorExecEvent{}) || exitEventSize != binary.Size(correlatorExitEvent{}) ||
+		idWireSize != binary.Size(correlatorIdWire{}) {
+		t.Errorf("decoder sizes exec=%d exit=%d id_wire=%d disagree with the encoded layout", execEventSize, exitEventSize, idWireSize)
 	}
 }
 
@@ -176,23 +248,25 @@ func TestDecodeExec(t *testing.T) {
 	tests := []struct {
 		name string
 		keys []string
-		mod  func(r *correlatorExecEvent)
+		mod  func(r *execFixture)
 		want func(e *Event)
 		// tail is appended to the frame.
 		tail []byte
+		// err, when set, is the error the frame must decode to.
+		err error
 		// bug, when set, names a known defect in the code under test:
 		// the case skips while it fails and errors once it passes.
 		bug string
 	}{
-		{name: "session root", mod: func(*correlatorExecEvent) {}, want: func(*Event) {}},
+		{name: "session root", mod: func(*execFixture) {}, want: func(*Event) {}},
 		{
 			name: "time from boot time",
-			mod:  func(r *correlatorExecEvent) { r.Hdr.TimeNs = 86_400_000_000_001 },
+			mod:  func(r *execFixture) { r.Hdr.TimeNs = 86_400_000_000_001 },
 			want: func(e *Event) { e.Time = time.Date(2025, 3, 5, 5, 6, 7, 1, time.UTC) },
 		},
 		{
 			name: "process keys at tick precision",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				r.StartNs, r.ParentStartNs = 9_999_999, 10_000_000
 				r.RootTgid, r.RootStartNs = 1, 19_999_999_999
 			},
@@ -203,12 +277,12 @@ func TestDecodeExec(t *testing.T) {
 		},
 		{
 			name: "no session root",
-			mod:  func(r *correlatorExecEvent) { r.RootTgid, r.RootStartNs, r.Depth = 0, 0, 0 },
+			mod:  func(r *execFixture) { r.RootTgid, r.RootStartNs, r.Depth = 0, 0, 0 },
 			want: func(e *Event) { e.SessionRootID = "" },
 		},
 		{
 			name: "inherited at depth",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				r.RootTgid, r.RootStartNs, r.Depth = 4000, 99_990_000_000, 3
 				r.Ids[0].Source = uint8(correlatorIdSourceID_SOURCE_INHERITED)
 			},
@@ -218,44 +292,44 @@ func TestDecodeExec(t *testing.T) {
 		},
 		{
 			name: "procfs source",
-			mod:  func(r *correlatorExecEvent) { r.Ids[0].Source = uint8(correlatorIdSourceID_SOURCE_PROCFS) },
+			mod:  func(r *execFixture) { r.Ids[0].Source = uint8(correlatorIdSourceID_SOURCE_PROCFS) },
 			want: func(e *Event) { e.Source = vocab.SourceProcfs },
 		},
 		{
 			name: "no id: source none hides a stale value",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				r.Ids[0].Source = uint8(correlatorIdSourceID_SOURCE_NONE)
 			},
 			want: func(e *Event) { e.AuditID, e.Source = "", vocab.SourceNone },
 		},
 		{
 			name: "several args with an empty one inside",
-			mod:  func(r *correlatorExecEvent) { setArgv(r, "printf\x00%s|%s\x00\x00b\x00") },
+			mod:  func(r *execFixture) { setArgv(r, "printf\x00%s|%s\x00\x00b\x00") },
 			want: func(e *Event) { e.Argv = []string{"printf", "%s|%s", "", "b"} },
 		},
 		{
 			name: "empty argument last",
-			mod:  func(r *correlatorExecEvent) { setArgv(r, "printf\x00%s\x00\x00") },
+			mod:  func(r *execFixture) { setArgv(r, "printf\x00%s\x00\x00") },
 			want: func(e *Event) { e.Argv = []string{"printf", "%s", ""} },
 		},
 		{
 			name: "single empty argument",
-			mod:  func(r *correlatorExecEvent) { setArgv(r, "\x00") },
+			mod:  func(r *execFixture) { setArgv(r, "\x00") },
 			want: func(e *Event) { e.Argv = []string{""} },
 		},
 		{
 			name: "no argv",
-			mod:  func(r *correlatorExecEvent) { setArgv(r, "") },
+			mod:  func(r *execFixture) { setArgv(r, "") },
 			want: func(e *Event) { e.Argv = nil },
 		},
 		{
 			name: "argv_len ignores bytes past it",
-			mod:  func(r *correlatorExecEvent) { setArgv(r, "sh\x00-c\x00echo hi\x00"); r.ArgvLen = 5 },
+			mod:  func(r *execFixture) { setArgv(r, "sh\x00-c\x00echo hi\x00"); r.ArgvLen = 5 },
 			want: func(e *Event) { e.Argv = []string{"sh", "-c"} },
 		},
 		{
 			name: "argv truncated",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				setArgv(r, "sh\x00-c\x00echo hel") // cut inside the last arg: no NUL
 				r.Flags |= uint32(correlatorEventFlagEVENT_FLAG_ARGV_TRUNCATED)
 			},
@@ -267,7 +341,7 @@ func TestDecodeExec(t *testing.T) {
 		},
 		{
 			name: "argv full and argv_len beyond the array",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				for i := range r.Argv {
 					r.Argv[i] = 'a'
 				}
@@ -275,35 +349,31 @@ func TestDecodeExec(t *testing.T) {
 				r.ArgvLen = 0xffff
 				r.Flags |= uint32(correlatorEventFlagEVENT_FLAG_ARGV_TRUNCATED)
 			},
-			want: func(e *Event) {
-				e.Argv = []string{"a", strings.Repeat("a", 1022)}
-				e.ArgvTruncated = true
-				e.Flags = []string{vocab.FlagArgvTruncated}
-			},
+			err: ErrSizeMismatch,
 		},
 		{
 			name: "filename_len shorter than the string",
-			mod:  func(r *correlatorExecEvent) { r.FilenameLen = 8 },
+			mod:  func(r *execFixture) { r.FilenameLen = 8 },
 			want: func(e *Event) { e.Filename = "/usr/bin" },
 		},
 		{
 			name: "filename full and filename_len beyond the array",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				for i := range r.Filename {
 					r.Filename[i] = 'f'
 				}
 				r.FilenameLen = 0xffff
 			},
-			want: func(e *Event) { e.Filename = strings.Repeat("f", 256) },
+			err: ErrSizeMismatch,
 		},
 		{
 			name: "filename_len past a NUL",
-			mod:  func(r *correlatorExecEvent) { r.FilenameLen = 200 },
+			mod:  func(r *execFixture) { r.FilenameLen = 200 },
 			want: func(*Event) {},
 		},
 		{
 			name: "systemd driver cgroup",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				r.CgroupParentLen = setCString(r.CgroupParent[:], "kubepods-burstable-pod"+strings.ReplaceAll(fxPodUID, "-", "_")+".slice")
 				r.CgroupLen = setCString(r.Cgroup[:], "cri-containerd-"+fxCtrID+".scope")
 			},
@@ -313,7 +383,7 @@ func TestDecodeExec(t *testing.T) {
 		},
 		{
 			name: "host process under the root cgroup's child",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				r.CgroupParentLen = setCString(r.CgroupParent[:], "/")
 				r.CgroupLen = setCString(r.Cgroup[:], "init.scope")
 			},
@@ -321,27 +391,37 @@ func TestDecodeExec(t *testing.T) {
 		},
 		{
 			name: "no parent cgroup",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				r.CgroupParentLen = setCString(r.CgroupParent[:], "")
 			},
 			want: func(e *Event) { e.Cgroup, e.PodUID = fxCtrID, "" },
 		},
 		{
 			name: "cgroup lengths beyond the arrays",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				for i := range r.Cgroup {
 					r.Cgroup[i], r.CgroupParent[i] = 'c', 'p'
 				}
 				r.CgroupLen, r.CgroupParentLen = 0xffff, 129
 			},
+			err: ErrSizeMismatch,
+		},
+		{
+			name: "cgroup names at their limits",
+			mod: func(r *execFixture) {
+				for i := range r.Cgroup {
+					r.Cgroup[i], r.CgroupParent[i] = 'c', 'p'
+				}
+				r.CgroupLen, r.CgroupParentLen = uint16(maxCgroupLen), uint16(maxCgroupLen)
+			},
 			want: func(e *Event) {
-				e.Cgroup = strings.Repeat("p", 128) + "/" + strings.Repeat("c", 128)
+				e.Cgroup = strings.Repeat("p", maxCgroupLen) + "/" + strings.Repeat("c", maxCgroupLen)
 				e.ContainerID, e.PodUID = "", ""
 			},
 		},
 		{
 			name: "env mismatch keeps the claim",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				setSlot(&r.Ids[0], fxAuditID, correlatorIdSourceID_SOURCE_INHERITED, correlatorKeyFlagKEY_FLAG_ENV_MISMATCH)
 				setSlot(&r.Claimed[0], fxClaimed, correlatorIdSourceID_SOURCE_ENV, 0)
 			},
@@ -352,28 +432,28 @@ func TestDecodeExec(t *testing.T) {
 		},
 		{
 			name: "claimed slot without source is ignored",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				setSlot(&r.Claimed[0], fxClaimed, correlatorIdSourceID_SOURCE_NONE, correlatorKeyFlagKEY_FLAG_ID_TRUNCATED)
 			},
 			want: func(*Event) {},
 		},
 		{
 			name: "env removed",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				setSlot(&r.Ids[0], fxAuditID, correlatorIdSourceID_SOURCE_INHERITED, correlatorKeyFlagKEY_FLAG_ENV_REMOVED)
 			},
 			want: func(e *Event) { e.Source, e.Flags = vocab.SourceInherited, []string{vocab.FlagEnvRemoved} },
 		},
 		{
 			name: "root unverified and duplicate key",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				r.Ids[0].Flags = uint32(correlatorKeyFlagKEY_FLAG_ROOT_UNVERIFIED | correlatorKeyFlagKEY_FLAG_DUPLICATE_KEY)
 			},
 			want: func(e *Event) { e.Flags = []string{vocab.FlagRootUnverified, vocab.FlagDuplicateKey} },
 		},
 		{
 			name: "root set by the runtime's first image",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				r.Origin = uint32(correlatorExecOriginEXEC_ORIGIN_RUNTIME_CHILD)
 				r.Ids[0].Flags = uint32(correlatorKeyFlagKEY_FLAG_ROOT_UNVERIFIED | correlatorKeyFlagKEY_FLAG_ROOT_INDIRECT)
 			},
@@ -384,17 +464,17 @@ func TestDecodeExec(t *testing.T) {
 		},
 		{
 			name: "exec origin inside the container",
-			mod:  func(r *correlatorExecEvent) { r.Origin = uint32(correlatorExecOriginEXEC_ORIGIN_INSIDE) },
+			mod:  func(r *execFixture) { r.Origin = uint32(correlatorExecOriginEXEC_ORIGIN_INSIDE) },
 			want: func(e *Event) { e.ExecOrigin = OriginInside },
 		},
 		{
 			name: "exec origin this build does not know reads as unknown",
-			mod:  func(r *correlatorExecEvent) { r.Origin = 99 },
+			mod:  func(r *execFixture) { r.Origin = 99 },
 			want: func(e *Event) { e.ExecOrigin = OriginUnknown },
 		},
 		{
 			name: "id truncated is nonstandard",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				setSlot(&r.Ids[0], uuid128, correlatorIdSourceID_SOURCE_ENV, correlatorKeyFlagKEY_FLAG_ID_TRUNCATED)
 			},
 			want: func(e *Event) {
@@ -404,7 +484,7 @@ func TestDecodeExec(t *testing.T) {
 		},
 		{
 			name: "truncated claim marks the key",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				setSlot(&r.Ids[0], fxAuditID, correlatorIdSourceID_SOURCE_INHERITED, correlatorKeyFlagKEY_FLAG_ENV_MISMATCH)
 				setSlot(&r.Claimed[0], uuid128, correlatorIdSourceID_SOURCE_ENV, correlatorKeyFlagKEY_FLAG_ID_TRUNCATED)
 			},
@@ -417,37 +497,37 @@ func TestDecodeExec(t *testing.T) {
 		},
 		{
 			name: "slot len beyond the array",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				setSlot(&r.Ids[0], uuid128, correlatorIdSourceID_SOURCE_ENV, 0)
 				r.Ids[0].Len = 0xffff
 			},
-			want: func(e *Event) { e.AuditID, e.Flags = uuid128, []string{vocab.FlagNonstandardID} },
+			err: ErrSizeMismatch,
 		},
 		{
 			name: "placeholder",
-			mod:  func(r *correlatorExecEvent) { setSlot(&r.Ids[0], "unknown", correlatorIdSourceID_SOURCE_ENV, 0) },
+			mod:  func(r *execFixture) { setSlot(&r.Ids[0], "unknown", correlatorIdSourceID_SOURCE_ENV, 0) },
 			want: func(e *Event) { e.AuditID, e.Flags = "unknown", []string{vocab.FlagPlaceholder} },
 		},
 		{
 			name: "non-UUID id",
-			mod:  func(r *correlatorExecEvent) { setSlot(&r.Ids[0], "abc", correlatorIdSourceID_SOURCE_ENV, 0) },
+			mod:  func(r *execFixture) { setSlot(&r.Ids[0], "abc", correlatorIdSourceID_SOURCE_ENV, 0) },
 			want: func(e *Event) { e.AuditID, e.Flags = "abc", []string{vocab.FlagNonstandardID} },
 		},
 		{
 			name: "UUID with one bad character",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				setSlot(&r.Ids[0], fxAuditID[:35]+"g", correlatorIdSourceID_SOURCE_ENV, 0)
 			},
 			want: func(e *Event) { e.AuditID, e.Flags = fxAuditID[:35]+"g", []string{vocab.FlagNonstandardID} },
 		},
 		{
 			name: "empty id value present",
-			mod:  func(r *correlatorExecEvent) { setSlot(&r.Ids[0], "", correlatorIdSourceID_SOURCE_ENV, 0) },
+			mod:  func(r *execFixture) { setSlot(&r.Ids[0], "", correlatorIdSourceID_SOURCE_ENV, 0) },
 			want: func(e *Event) { e.AuditID, e.Flags = "", []string{vocab.FlagNonstandardID} },
 		},
 		{
 			name: "every event flag",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				r.Flags = uint32(correlatorEventFlagEVENT_FLAG_SCAN_TRUNCATED | correlatorEventFlagEVENT_FLAG_SCAN_ERROR |
 					correlatorEventFlagEVENT_FLAG_STALE_LINEAGE | correlatorEventFlagEVENT_FLAG_LINEAGE_FULL | 1<<20)
 			},
@@ -457,7 +537,7 @@ func TestDecodeExec(t *testing.T) {
 		},
 		{
 			name: "second key goes to Keys",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				setSlot(&r.Ids[1], fxSPOUID, correlatorIdSourceID_SOURCE_INHERITED, correlatorKeyFlagKEY_FLAG_ENV_MISMATCH)
 				setSlot(&r.Claimed[1], "spoofed", correlatorIdSourceID_SOURCE_ENV, 0)
 				// Slots past the configured keys are not reported.
@@ -472,7 +552,7 @@ func TestDecodeExec(t *testing.T) {
 		},
 		{
 			name: "second key placeholder without audit id",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				r.Ids[0] = correlatorIdSlot{}
 				setSlot(&r.Ids[1], "unknown", correlatorIdSourceID_SOURCE_PROCFS, 0)
 			},
@@ -483,7 +563,7 @@ func TestDecodeExec(t *testing.T) {
 		},
 		{
 			name: "second key with only a flag",
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				r.Ids[1].Flags = uint32(correlatorKeyFlagKEY_FLAG_DUPLICATE_KEY)
 			},
 			want: func(e *Event) {
@@ -493,7 +573,7 @@ func TestDecodeExec(t *testing.T) {
 		{
 			name: "four keys",
 			keys: []string{fxAuditKey, "A", "B", "C"},
-			mod: func(r *correlatorExecEvent) {
+			mod: func(r *execFixture) {
 				setSlot(&r.Ids[3], "c-value", correlatorIdSourceID_SOURCE_ENV, 0)
 			},
 			want: func(e *Event) {
@@ -503,18 +583,18 @@ func TestDecodeExec(t *testing.T) {
 		{
 			name: "more keys than slots",
 			keys: []string{fxAuditKey, "A", "B", "C", "D"},
-			mod:  func(*correlatorExecEvent) {},
+			mod:  func(*execFixture) {},
 			want: func(*Event) {},
 		},
 		{
 			name: "no keys configured",
 			keys: []string{},
-			mod:  func(*correlatorExecEvent) {},
+			mod:  func(*execFixture) {},
 			want: func(e *Event) { e.AuditID, e.Source = "", vocab.SourceNone },
 		},
 		{
 			name: "trailing bytes after the frame",
-			mod:  func(*correlatorExecEvent) {},
+			mod:  func(*execFixture) {},
 			want: func(*Event) {},
 			tail: []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0},
 		},
@@ -528,6 +608,12 @@ func TestDecodeExec(t *testing.T) {
 			raw := fixtureExec()
 			tc.mod(&raw)
 			frame := append(encodeFrame(t, &raw), tc.tail...)
+			if tc.err != nil {
+				if ev, err := NewDecoder(keys, fxBootTime).Decode(frame); !errors.Is(err, tc.err) || !reflect.DeepEqual(ev, Event{}) {
+					t.Fatalf("Decode = %+v, %v; want no event and %v", ev, err, tc.err)
+				}
+				return
+			}
 			want := fixtureExecEvent()
 			tc.want(&want)
 			got := decodeOK(t, NewDecoder(keys, fxBootTime), frame)
