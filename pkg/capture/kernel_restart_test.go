@@ -1,6 +1,10 @@
 package capture
 
 import (
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/execid/correlator/internal/testutil"
@@ -21,7 +25,8 @@ func TestKernelRestart(t *testing.T) {
 	if first.p.Resumed() {
 		t.Fatal("a fresh pin path reported resumed state")
 	}
-	root, wait := spawn(t, []string{"/bin/sh", "-c", "sleep 1; exec /bin/echo " + tok}, []string{keyEnv(id), "PATH=/bin"})
+	fifo, release := gate(t)
+	root, wait := spawn(t, []string{"/bin/sh", "-c", "read x < " + fifo + "; exec /bin/echo " + tok}, []string{keyEnv(id), "PATH=/bin"})
 	first.waitFor("session root", execOf(root))
 	first.stop()
 
@@ -38,6 +43,7 @@ func TestKernelRestart(t *testing.T) {
 			t.Errorf("bootstrap re-added pid %d although the kernel's entry survived", root)
 		}
 	}
+	release()
 	wait()
 	ev := second.waitFor("exec after the restart", func(e Event) bool {
 		return execWithArg(tok)(e) && e.Filename == "/bin/echo"
@@ -59,7 +65,8 @@ func TestKernelColdStart(t *testing.T) {
 	testutil.RequireRoot(t)
 	id := testutil.RandomUUID()
 	tok := "cold-" + id[:8]
-	root, wait := spawn(t, []string{"/bin/sh", "-c", "sleep 1; exec /bin/echo " + tok}, []string{keyEnv(id), "PATH=/bin"})
+	fifo, release := gate(t)
+	root, wait := spawn(t, []string{"/bin/sh", "-c", "read x < " + fifo + "; exec /bin/echo " + tok}, []string{keyEnv(id), "PATH=/bin"})
 
 	h := newHarness(t, nil)
 	if h.p.Resumed() {
@@ -81,6 +88,7 @@ func TestKernelColdStart(t *testing.T) {
 	if !found {
 		t.Fatalf("bootstrap did not report pid %d", root)
 	}
+	release()
 	wait()
 	ev := h.waitFor("exec after bootstrap", func(e Event) bool { return execWithArg(tok)(e) && e.Filename == "/bin/echo" })
 	if ev.AuditID != id || ev.Source != vocab.SourceProcfs {
@@ -91,4 +99,29 @@ func TestKernelColdStart(t *testing.T) {
 	if ev.ExecOrigin != OriginUnknown {
 		t.Errorf("exec after a cold start: exec origin %q, want %q", ev.ExecOrigin, OriginUnknown)
 	}
+}
+
+// gate makes a FIFO a shell can block on with its builtin read (no exec, so
+// no event), until release opens it: the test, not a timer, says when the
+// shell goes on, however slow the restart.
+func gate(t *testing.T) (string, func()) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "gate")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatalf("opening the gate: %v", err)
+			}
+			defer f.Close()
+			if _, err := f.WriteString("go\n"); err != nil {
+				t.Fatalf("opening the gate: %v", err)
+			}
+		})
+	}
+	return path, release
 }
