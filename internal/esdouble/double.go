@@ -1,7 +1,7 @@
 // Package esdouble is a test double of Elasticsearch 8: an in-memory HTTP
 // server on loopback that speaks the subset of the REST protocol correlator
-// uses (bulk, search, get, refresh, delete-by-query, index templates, ILM
-// policies, data streams). It is NOT Elasticsearch: it does not analyse
+// uses (bulk, search, get, refresh, delete-by-query, index templates,
+// mappings, ILM policies, data streams). It is NOT Elasticsearch: it does not analyse
 // text, score, shard or replicate. It is strict instead: a query clause,
 // parameter or body key it does not understand is a 400, as a real cluster
 // answers for one it does not know, so a test cannot pass on a filter the
@@ -201,6 +201,10 @@ func (d *Double) serve(w http.ResponseWriter, r *http.Request) {
 		res, err = d.refresh(r, "_all")
 	case len(parts) == 2 && parts[1] == "_refresh" && (m == http.MethodPost || m == http.MethodGet):
 		res, err = d.refresh(r, parts[0])
+	case len(parts) == 1 && parts[0] == "_mapping" && m == http.MethodGet:
+		res, err = d.mapping(r, "_all")
+	case len(parts) == 2 && parts[1] == "_mapping":
+		res, err = d.mapping(r, parts[0])
 	case len(parts) == 3 && parts[1] == "_doc" && m == http.MethodGet:
 		res, status, err = d.getDoc(r, parts[0], parts[2])
 	case len(parts) == 1 && !strings.HasPrefix(parts[0], "_") && m == http.MethodPut:

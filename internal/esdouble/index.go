@@ -31,8 +31,9 @@ type field struct {
 type index struct {
 	name     string
 	fields   map[string]field
-	disabled []string // paths of enabled:false objects
-	strict   bool     // dynamic: strict at the root
+	disabled []string       // paths of enabled:false objects
+	strict   bool           // dynamic: strict at the root
+	mappings map[string]any // as GET _mapping answers them
 	docs     map[string]*doc
 	settings map[string]any
 	hidden   bool
@@ -148,7 +149,8 @@ func wildMatch(pattern, name string) bool {
 }
 
 func newIndex(name string, t *template, body map[string]any) (*index, *esError) {
-	ix := &index{name: name, fields: map[string]field{}, docs: map[string]*doc{}, settings: map[string]any{}}
+	ix := &index{name: name, fields: map[string]field{}, docs: map[string]*doc{}, settings: map[string]any{},
+		mappings: map[string]any{}}
 	var sources []map[string]any
 	if t != nil {
 		sources = append(sources, map[string]any{"mappings": t.Mappings, "settings": t.Settings})
@@ -167,6 +169,7 @@ func newIndex(name string, t *template, body map[string]any) (*index, *esError) 
 		}
 		ix.disabled = append(ix.disabled, cm.disabled...)
 		ix.strict = ix.strict || cm.strict
+		mergeMappings(ix.mappings, m)
 		flattenSettings("", s["settings"], ix.settings)
 	}
 	return ix, nil

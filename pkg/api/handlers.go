@@ -31,7 +31,7 @@ func processFilter(q listQuery) (store.ProcessFilter, error) {
 	}
 	return store.ProcessFilter{User: q.Get("user"), Group: q.Get("group"), Namespace: q.Get("namespace"),
 		Pod: q.Get("pod"), Container: q.Get("container"), Command: q.Get("command"), AuditID: q.Get("auditID"),
-		Attribution: string(attr), Since: q.Since, Until: q.Until, Limit: q.Limit, Cursor: q.Cursor}, nil
+		Attribution: attr, Since: q.Since, Until: q.Until, Limit: q.Limit, Cursor: q.Cursor}, nil
 }
 
 var alertParams = []string{"rule", "severity", "auditID"}
@@ -59,46 +59,8 @@ func (s *server) getSession(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, err)
 		return
 	}
-	fillSession(&d.Session)
-	d.Processes = fillProcesses(d.Processes)
-	fillProcesses(d.Claimants)
-	writeJSON(w, http.StatusOK, SessionView{SessionDetail: d, Tree: nonNil(BuildTree(d.Processes))})
-}
-
-// fillArrays gives the lists the API document promises as arrays, never
-// null, an empty one where the store returned none (SQLite keeps an empty
-// list as NULL), so that every backend serves the same JSON.
-func fillArrays[T any](items []T) []T {
-	switch v := any(items).(type) {
-	case []join.Session:
-		for i := range v {
-			fillSession(&v[i])
-		}
-	case []join.Process:
-		fillProcesses(v)
-	}
-	return nonNil(items)
-}
-
-func fillSession(s *join.Session) {
-	s.Stages = nonNil(s.Stages)
-	for i := range s.Conflicts {
-		s.Conflicts[i].Stages = nonNil(s.Conflicts[i].Stages)
-	}
-}
-
-func fillProcesses(ps []join.Process) []join.Process {
-	for i := range ps {
-		ps[i].Flags = nonNil(ps[i].Flags)
-	}
-	return nonNil(ps)
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
+	// The backends give [] for empty lists (store.Backend's contract).
+	writeJSON(w, http.StatusOK, SessionView{SessionDetail: d, Tree: store.NonNil(BuildTree(d.Processes))})
 }
 
 // BuildTree nests processes under their parents; a process whose parent is

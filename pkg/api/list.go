@@ -71,7 +71,7 @@ func list[F, T any](s *server, own []string, filter func(listQuery) (F, error),
 			s.storeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, Page[T]{Items: fillArrays(items), NextCursor: next})
+		writeJSON(w, http.StatusOK, Page[T]{Items: items, NextCursor: next})
 	}
 }
 

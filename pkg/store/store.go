@@ -28,7 +28,9 @@ var (
 // List methods return one page, newest first, and the opaque cursor of the
 // next page ("" after the last). A session's ProcessCount, FirstProcess and
 // LastProcess are the backend's to compute, from the processes attributed
-// to it, whatever the written session held.
+// to it, whatever the written session held. Pages, a session's processes
+// and the records' lists (stages, flags) are empty, never nil, when there
+// are none: see FillSession and FillProcess.
 type Backend interface {
 	Write(ctx context.Context, b Batch) error
 	ListSessions(ctx context.Context, f SessionFilter) ([]join.Session, string, error)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/execid/correlator/pkg/join"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // AuditRecord is one stage of an audit event, kept verbatim so that the
@@ -89,7 +90,7 @@ type ProcessFilter struct {
 	Until       time.Time
 	Command     string
 	AuditID     string
-	Attribution string
+	Attribution vocab.Attribution
 	Limit       int
 	Cursor      string
 }

@@ -39,31 +39,51 @@ func TestContractDouble(t *testing.T) {
 
 var realPrefix atomic.Int64
 
-// TestContractCluster runs the contract against a real cluster when
-// CORRELATOR_TEST_ES_URL is set (CORRELATOR_TEST_ES_API_KEY optional),
-// each subtest under its own index prefix, deleted afterwards.
-func TestContractCluster(t *testing.T) {
+// clusterURLs are the opt-in real cluster's addresses, from
+// CORRELATOR_TEST_ES_URL (comma-separated); it skips t when that is unset.
+func clusterURLs(t *testing.T) []string {
+	t.Helper()
 	url := os.Getenv("CORRELATOR_TEST_ES_URL")
 	if url == "" {
 		t.Skip("set CORRELATOR_TEST_ES_URL (and optionally CORRELATOR_TEST_ES_API_KEY) to run against a real Elasticsearch")
 	}
-	run := time.Now().UnixNano()
+	return strings.Split(url, ",")
+}
+
+// clusterConfig configures the real cluster under an index prefix of t's
+// own, whose indices, data stream, templates and policy are deleted after
+// t. Nothing is created yet.
+func clusterConfig(t *testing.T) Config {
+	t.Helper()
+	prefix := fmt.Sprintf("correlator-test-%d-%d", time.Now().UnixNano(), realPrefix.Add(1))
+	cfg := Config{
+		URLs: clusterURLs(t), APIKey: os.Getenv("CORRELATOR_TEST_ES_API_KEY"),
+		IndexPrefix: prefix, Refresh: "wait_for", SessionProcessLimit: storetest.SessionProcessLimit,
+	}
+	c, err := dial(cfg.withDefaults())
+	if err != nil {
+		t.Fatalf("dialing: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, p := range []string{"/" + prefix + "-sessions," + prefix + "-processes," + prefix + "-audit",
+			"/_data_stream/" + prefix + "-alerts", "/_index_template/" + prefix + "-*", "/_ilm/policy/" + prefix + "-alerts"} {
+			_ = c.do(ctx, "DELETE", p, nil, nil, nil)
+		}
+	})
+	return cfg
+}
+
+// TestContractCluster runs the contract against a real cluster when
+// CORRELATOR_TEST_ES_URL is set (CORRELATOR_TEST_ES_API_KEY optional),
+// each subtest under its own index prefix, deleted afterwards.
+func TestContractCluster(t *testing.T) {
+	clusterURLs(t)
 	storetest.Run(t, func(t *testing.T) store.Backend {
-		prefix := fmt.Sprintf("correlator-test-%d-%d", run, realPrefix.Add(1))
-		s, err := Open(context.Background(), Config{
-			URLs: strings.Split(url, ","), APIKey: os.Getenv("CORRELATOR_TEST_ES_API_KEY"),
-			IndexPrefix: prefix, Refresh: "wait_for", SessionProcessLimit: storetest.SessionProcessLimit,
-		}, zerolog.Nop(), nil)
+		s, err := Open(context.Background(), clusterConfig(t), zerolog.Nop(), nil)
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}
-		t.Cleanup(func() {
-			ctx := context.Background()
-			for _, p := range []string{"/" + prefix + "-sessions," + prefix + "-processes," + prefix + "-audit",
-				"/_data_stream/" + prefix + "-alerts", "/_index_template/" + prefix + "-*", "/_ilm/policy/" + prefix + "-alerts"} {
-				_ = s.c.do(ctx, "DELETE", p, nil, nil, nil)
-			}
-		})
 		return s
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/join"
+	"github.com/execid/correlator/pkg/store"
 	"github.com/execid/correlator/pkg/vocab"
 )
 
@@ -240,6 +241,7 @@ func sessionFromDoc(d *sessionDoc) (join.Session, error) {
 	if ss.UpdatedAt, err = parseTS(c.UpdatedAt); err != nil {
 		return ss, err
 	}
+	store.FillSession(&ss) // documents omit empty lists
 	return ss, nil
 }
 
@@ -338,5 +340,6 @@ func processFromDoc(d *processDoc) (join.Process, error) {
 	if p.Exit, err = parseTS(pr.End); err != nil {
 		return p, err
 	}
+	store.FillProcess(&p) // documents omit empty lists
 	return p, nil
 }

@@ -35,7 +35,7 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 	q.term("orchestrator.resource.name", f.Pod)
 	q.term("container.name", f.Container)
 	q.term("correlator.audit_id", f.AuditID)
-	q.term("correlator.attribution", f.Attribution)
+	q.term("correlator.attribution", string(f.Attribution))
 	q.substring("process.command_line", f.Command)
 	q.window("@timestamp", f.Since, f.Until)
 	return list(ctx, s, s.n.processes, "process.entity_id", q, f.Cursor, f.Limit, decodeProcesses)

@@ -138,7 +138,8 @@ func ilmPolicy(retention time.Duration) map[string]any {
 }
 
 // install puts the ILM policy, the index templates, the three indices and
-// the alerts data stream; each step is idempotent.
+// the alerts data stream, and brings the mappings of those that already
+// existed up to their template's; each step is idempotent.
 func (c *conn) install(ctx context.Context, n names, retention time.Duration, alertsOnly bool) error {
 	if err := c.put(ctx, "/_ilm/policy/"+n.policy, ilmPolicy(retention), ""); err != nil {
 		return fmt.Errorf("installing ILM policy %s: %w", n.policy, err)
@@ -176,6 +177,14 @@ func (c *conn) install(ctx context.Context, n names, retention time.Duration, al
 		}
 		if err := c.put(ctx, path, nil, "resource_already_exists_exception"); err != nil {
 			return fmt.Errorf("creating %s: %w", it.name, err)
+		}
+		// A template shapes only indices created after it, so one that
+		// already existed (an upgrade) still has the mapping it was created
+		// with, and strict mapping would refuse every document carrying a
+		// field added since. Putting the current properties adds those
+		// fields; one whose type changed fails here rather than at write.
+		if err := c.put(ctx, "/"+it.name+"/_mapping", it.mappings, ""); err != nil {
+			return fmt.Errorf("updating mapping of %s: %w", it.name, err)
 		}
 	}
 	return nil

@@ -107,11 +107,11 @@ func TestListProcessesFilters(t *testing.T) {
 		{"pod", store.ProcessFilter{Pod: "web-0"}, []string{"s4-p1", "s4-p0", "h-p0", "s1-p1", "s1-p0"}},
 		{"container", store.ProcessFilter{Container: "sidecar"}, []string{"s2-p1", "s2-p0"}},
 		{"audit ID", store.ProcessFilter{AuditID: "s2"}, []string{"s2-p1", "s2-p0"}},
-		{"attribution", store.ProcessFilter{Attribution: string(vocab.AttributionInherited)}, []string{"s4-p1", "s3-p1", "s2-p1", "s1-p1"}},
-		{"heuristic", store.ProcessFilter{Attribution: string(vocab.AttributionHeuristic)}, []string{"h-p0"}},
+		{"attribution", store.ProcessFilter{Attribution: vocab.AttributionInherited}, []string{"s4-p1", "s3-p1", "s2-p1", "s1-p1"}},
+		{"heuristic", store.ProcessFilter{Attribution: vocab.AttributionHeuristic}, []string{"h-p0"}},
 		{"command", store.ProcessFilter{Command: "nohup sl"}, []string{"h-p0"}},
 		{"window", store.ProcessFilter{Since: base.Add(10 * time.Minute), Until: base.Add(2 * time.Hour)}, []string{"h-p0", "s3-p1", "s3-p0", "s2-p1", "s2-p0"}},
-		{"combined", store.ProcessFilter{User: "alice", Pod: "web-0", Attribution: string(vocab.AttributionAuditID)}, []string{"s4-p0", "s1-p0"}},
+		{"combined", store.ProcessFilter{User: "alice", Pod: "web-0", Attribution: vocab.AttributionAuditID}, []string{"s4-p0", "s1-p0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, limit := range []int{0, 1, 3} {

@@ -82,6 +82,7 @@ func process(id, auditID string, seconds int) join.Process {
 		AuditID:     auditID,
 		Attribution: vocab.AttributionAuditID,
 		Source:      vocab.SourceEnv,
+		Flags:       []string{}, // as read back: see store.FillProcess
 	}
 }
 

@@ -125,7 +125,7 @@ func list[T any](ctx context.Context, s *Store, what string, l listing, c string
 		return nil, "", fmt.Errorf("querying %s: %w", what, err)
 	}
 	defer rows.Close()
-	var out []T
+	out := []T{}
 	var last cursor
 	for rows.Next() {
 		if len(out) == limit { // the extra row: there is a next page

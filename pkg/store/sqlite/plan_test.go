@@ -72,7 +72,7 @@ func TestQueryPlans(t *testing.T) {
 		{store.ProcessFilter{Namespace: "n"}, "processes_namespace"},
 		{store.ProcessFilter{Container: "c"}, "processes_container"},
 		{store.ProcessFilter{AuditID: "a"}, "processes_audit"},
-		{store.ProcessFilter{Attribution: string(vocab.AttributionAmbiguous)}, "processes_attribution"},
+		{store.ProcessFilter{Attribution: vocab.AttributionAmbiguous}, "processes_attribution"},
 	}
 	for _, tc := range procs {
 		q, args, err := processesListing(tc.f).query(tc.f.Cursor, 100)

@@ -40,7 +40,7 @@ func processesListing(f store.ProcessFilter) listing {
 	w.eq("p.pod", f.Pod)
 	w.eq("p.container", f.Container)
 	w.eq("p.audit_id", f.AuditID)
-	w.eq("p.attribution", f.Attribution)
+	w.eq("p.attribution", string(f.Attribution))
 	if f.Command != "" {
 		w.add("instr(p.argv_line, ?) > 0", f.Command)
 	}
@@ -71,5 +71,6 @@ func scanProcess(sc scanner) (join.Process, int64, error) {
 		jsonColumn{flags, &p.Flags}); err != nil {
 		return join.Process{}, 0, fmt.Errorf("reading process %s: %w", p.ProcessID, err)
 	}
+	store.FillProcess(&p) // an empty list is stored as NULL
 	return p, id, nil
 }

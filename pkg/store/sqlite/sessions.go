@@ -87,9 +87,7 @@ func (s *Store) GetSession(ctx context.Context, auditID string) (store.SessionDe
 	if d.Processes, d.ProcessesTruncated, err = s.sessionProcesses(ctx, tx, "audit_id", auditID); err != nil {
 		return store.SessionDetail{}, err
 	}
-	if d.Processes == nil {
-		d.Processes = []join.Process{}
-	}
+	d.Processes = store.NonNil(d.Processes)
 	if d.Claimants, _, err = s.sessionProcesses(ctx, tx, "claimed_audit_id", auditID); err != nil {
 		return store.SessionDetail{}, err
 	}
@@ -183,5 +181,6 @@ func scanSession(sc scanner) (join.Session, int64, error) {
 		jsonColumn{ports, &ss.Ports}, jsonColumn{ann, &ss.Annotations}, jsonColumn{confls, &ss.Conflicts}); err != nil {
 		return join.Session{}, 0, fmt.Errorf("reading session %s: %w", ss.AuditID, err)
 	}
+	store.FillSession(&ss) // an empty list is stored as NULL
 	return ss, id, nil
 }

@@ -132,7 +132,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("after update: %+v", d.Session)
 	}
 
-	ps, _, err := s.ListProcesses(ctx, store.ProcessFilter{Attribution: string(vocab.AttributionAmbiguous)})
+	ps, _, err := s.ListProcesses(ctx, store.ProcessFilter{Attribution: vocab.AttributionAmbiguous})
 	if err != nil || len(ps) != 1 || !reflect.DeepEqual(ps[0], other) {
 		t.Errorf("ambiguous processes = %+v, %v", ps, err)
 	}

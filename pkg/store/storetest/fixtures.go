@@ -86,6 +86,7 @@ func process(id, auditID string, seconds int) join.Process {
 		Attribution: vocab.AttributionAuditID,
 		Confidence:  1,
 		Source:      vocab.SourceEnv,
+		Flags:       []string{}, // as read back: see store.FillProcess
 	}
 }
 

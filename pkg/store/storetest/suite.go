@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Retention", testRetention},
 		{"ClaimantsAreNotMembers", testClaimants},
 		{"AuditIDReuseKeepsBoth", testAuditIDReuse},
+		{"EmptyListsAreArrays", testEmptyLists},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
@@ -100,7 +101,7 @@ func testUpsertReplaces(t *testing.T, s store.Backend) {
 	ctx := context.Background()
 	write(t, s, store.Batch{Sessions: []join.Session{session("s1", "alice", 0)}})
 	bare := join.Session{ExecRecord: auditlog.ExecRecord{AuditID: "s1", User: auditlog.UserInfo{Username: "dave"},
-		RequestReceivedTimestamp: at(1)}, UpdatedAt: base}
+		RequestReceivedTimestamp: at(1), Stages: []string{}}, UpdatedAt: base}
 	write(t, s, store.Batch{Sessions: []join.Session{bare}})
 	d, err := s.GetSession(ctx, "s1")
 	if err != nil {
@@ -202,7 +203,7 @@ func testProcessFilters(t *testing.T, s store.Backend) {
 		{store.ProcessFilter{Pod: "db-0"}, []string{"p3"}},
 		{store.ProcessFilter{Container: "app"}, []string{"p4", "p2", "p1"}},
 		{store.ProcessFilter{AuditID: "s2"}, []string{"p3", "p2"}},
-		{store.ProcessFilter{Attribution: string(vocab.AttributionHeuristic)}, []string{"p4"}},
+		{store.ProcessFilter{Attribution: vocab.AttributionHeuristic}, []string{"p4"}},
 		{store.ProcessFilter{Command: `'*'`}, []string{"p3"}},
 		{store.ProcessFilter{Command: "*"}, []string{"p3"}},
 		{store.ProcessFilter{Command: "echo p"}, []string{"p4", "p2", "p1"}},

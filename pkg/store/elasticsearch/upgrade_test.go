@@ -1,0 +1,155 @@
+package elasticsearch
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/internal/esdouble"
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/join"
+	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/vocab"
+)
+
+// TestUpgradeDouble runs the upgrade against the protocol double.
+func TestUpgradeDouble(t *testing.T) {
+	d := esdouble.New(t)
+	testUpgrade(t, Config{URLs: []string{d.URL()}, RetryInitial: time.Millisecond})
+}
+
+// TestUpgradeCluster runs the upgrade against the real cluster when
+// CORRELATOR_TEST_ES_URL is set.
+func TestUpgradeCluster(t *testing.T) {
+	testUpgrade(t, clusterConfig(t))
+}
+
+// testUpgrade finds the sessions and processes indices as version 3 left
+// them (created with testdata/v3-mappings.json: strict, without url and
+// the correlator fields added since) and checks that Open brings them up
+// to date: a document with the new fields, refused before, is stored and
+// reads back whole after; a document stored before still reads back; and
+// the indices stay strict.
+func testUpgrade(t *testing.T, cfg Config) {
+	ctx := context.Background()
+	cfg = cfg.withDefaults()
+	c, err := dial(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := namesFor(cfg.IndexPrefix)
+	raw, err := os.ReadFile("testdata/v3-mappings.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v3 struct{ Sessions, Processes map[string]any }
+	if err := json.Unmarshal(raw, &v3); err != nil {
+		t.Fatal(err)
+	}
+	for name, m := range map[string]map[string]any{n.sessions: v3.Sessions, n.processes: v3.Processes} {
+		if err := c.put(ctx, "/"+name, map[string]any{"mappings": m}, ""); err != nil {
+			t.Fatalf("creating %s with the v3 mapping: %v", name, err)
+		}
+	}
+
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
+	oldSession := join.Session{ExecRecord: auditlog.ExecRecord{AuditID: "old", User: auditlog.UserInfo{Username: "alice"},
+		Namespace: "default", Pod: "web-0", RequestReceivedTimestamp: t0, Stages: []string{"ResponseComplete"}}, UpdatedAt: t0}
+	newSession := oldSession
+	newSession.AuditID, newSession.RequestReceivedTimestamp = "new", t0.Add(time.Minute)
+	newSession.RequestURI = "/api/v1/namespaces/default/pods/web-0/exec?command=sh"
+	newSession.Ports = []string{"8080"}
+	newSession.Annotations = map[string]string{"authorization.k8s.io/decision": "allow"}
+	newSession.SPOExecRequestUID = "spo-1"
+	newSession.Conflicts = []auditlog.ExecRecord{{AuditID: "new", User: auditlog.UserInfo{Username: "mallory"},
+		Stages: []string{"RequestReceived"}, RequestReceivedTimestamp: t0}}
+	newProcess := join.Process{Exec: capture.Exec{ProcessID: "p-new", PID: 7, Filename: "/bin/sh",
+		Argv: []string{"sh"}, ArgvTruncated: true}, Namespace: "default", Pod: "web-0",
+		Start: t0.Add(time.Minute + time.Second), ExecTime: t0.Add(time.Minute + 2*time.Second),
+		AuditID: "new", Attribution: vocab.AttributionAuditID, SPOExecRequestUID: "spo-1", Flags: []string{}}
+
+	// Before the upgrade the strict v3 mapping refuses the new fields: the
+	// data loss this guards against. Version 3's own documents go in.
+	m := newBulkMetrics(nil, "items", "requests")
+	sessionOp := func(ss *join.Session) op {
+		return op{index: n.sessions, action: "index", id: ss.AuditID, what: "session " + ss.AuditID,
+			body: mustJSON(sessionToDoc(ss, t0))}
+	}
+	processOp := func(p *join.Process) op {
+		return op{index: n.processes, action: "index", id: p.ProcessID, what: "process " + p.ProcessID,
+			body: mustJSON(processToDoc(p))}
+	}
+	err = c.bulk(ctx, m, []op{sessionOp(&newSession), processOp(&newProcess)})
+	if err == nil || !strings.Contains(err.Error(), "2 of 2 refused") || !strings.Contains(err.Error(), "strict_dynamic_mapping_exception") {
+		t.Fatalf("new fields under the v3 mapping: %v, want both refused by the strict mapping", err)
+	}
+	if err := c.bulk(ctx, m, []op{sessionOp(&oldSession)}); err != nil {
+		t.Fatalf("writing a v3 session: %v", err)
+	}
+
+	s, err := Open(ctx, cfg, zerolog.Nop(), nil)
+	if err != nil {
+		t.Fatalf("Open over v3 indices: %v", err)
+	}
+	if err := s.Write(ctx, store.Batch{Sessions: []join.Session{newSession}, Processes: []join.Process{newProcess}}); err != nil {
+		t.Fatalf("writing the new fields after Open: %v", err)
+	}
+	d, err := s.GetSession(ctx, "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := newSession
+	want.ProcessCount, want.FirstProcess, want.LastProcess = 1, newProcess.Start, newProcess.Start
+	sameJSON(t, "session with the new fields", d.Session, want)
+	sameJSON(t, "process with the new fields", d.Processes, []join.Process{newProcess})
+	d, err = s.GetSession(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "session stored before the upgrade", d.Session, oldSession)
+
+	// The upgrade added fields; it did not loosen the mapping.
+	for _, index := range []string{n.sessions, n.processes} {
+		err := c.bulk(ctx, m, []op{{index: index, action: "index", id: "x", what: "stray", body: []byte(`{"stray":1}`)}})
+		if err == nil || !strings.Contains(err.Error(), "strict_dynamic_mapping_exception") {
+			t.Errorf("unmapped field in %s after the upgrade: %v, want strict_dynamic_mapping_exception", index, err)
+		}
+	}
+}
+
+func sameJSON(t *testing.T, what string, got, want any) {
+	t.Helper()
+	g, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	if string(g) != string(w) {
+		t.Errorf("%s:\n got %s\nwant %s", what, g, w)
+	}
+}
+
+// TestOpenRefusesConflictingMapping: an existing index whose field has
+// another type cannot be brought up to date, and Open says so rather than
+// failing every write later.
+func TestOpenRefusesConflictingMapping(t *testing.T) {
+	d := esdouble.New(t)
+	cfg := Config{URLs: []string{d.URL()}}.withDefaults()
+	c, err := dial(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := map[string]any{"mappings": map[string]any{"dynamic": "strict", "properties": map[string]any{
+		"correlator": obj(map[string]any{"audit_id": long})}}}
+	if err := c.put(context.Background(), "/correlator-processes", body, ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(context.Background(), cfg, zerolog.Nop(), nil)
+	if err == nil || !strings.Contains(err.Error(), "updating mapping of correlator-processes") ||
+		!strings.Contains(err.Error(), "cannot be changed from type [long] to [keyword]") {
+		t.Fatalf("Open over a conflicting mapping: %v", err)
+	}
+}
