@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -57,12 +58,37 @@ func ourLinks(t *testing.T) map[link.ID]bool {
 	return ids
 }
 
+// heldLinks returns the IDs of the BPF links process pid holds open, from
+// /proc/<pid>/fdinfo.
+func heldLinks(t *testing.T, pid int) []link.ID {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fdinfo", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("reading %s: %v", dir, err)
+	}
+	var ids []link.ID
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue // closed meanwhile
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "link_id:"); ok {
+				if n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32); err == nil {
+					ids = append(ids, link.ID(n))
+				}
+			}
+		}
+	}
+	return ids
+}
+
 // TestCaptureCommand runs the real binary: it prints a JSON line for a
 // session's exec and detaches everything on SIGINT.
 func TestCaptureCommand(t *testing.T) {
 	testutil.RequireRoot(t)
 	bin := buildBinary(t)
-	before := ourLinks(t)
 	cmd := exec.Command(bin, "capture", "--no-pin", "--with-id-only")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -94,9 +120,12 @@ func TestCaptureCommand(t *testing.T) {
 		}
 		return nil
 	})
+	// The links the binary holds, by its own file descriptors: other
+	// packages' tests may attach the same programs meanwhile.
 	added := map[link.ID]bool{}
-	for id := range ourLinks(t) {
-		if !before[id] {
+	ours := ourLinks(t)
+	for _, id := range heldLinks(t, cmd.Process.Pid) {
+		if ours[id] {
 			added[id] = true
 		}
 	}
