@@ -45,10 +45,20 @@ func checkParserInvariants(t *testing.T, p *Parser, evs []Event) {
 
 func FuzzParseLine(f *testing.F) {
 	addSampleSeeds(f)
+	for _, l := range streamingLines {
+		f.Add([]byte(l))
+	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		p := NewParser(1 << 20)
 		evs := p.ParseLine(line)
 		checkParserInvariants(t, p, evs)
+		// The fast path may skip decoding, never a streaming event.
+		all := NewParser(1 << 20)
+		all.All = true
+		all.ParseLine(line)
+		if got, want := p.Counts().Streaming, all.Counts().Streaming; got != want {
+			t.Fatalf("fast path found %d streaming events, a full decode %d", got, want)
+		}
 		m := NewMerger(MergerConfig{MaxRecords: 4})
 		for _, ev := range evs {
 			m.Add(ev)

@@ -1,5 +1,7 @@
 package auditlog
 
+import "github.com/execid/correlator/pkg/vocab"
+
 // DefaultMaxRecords bounds the Merger's memory.
 const DefaultMaxRecords = 100_000
 
@@ -103,10 +105,10 @@ func (m *Merger) Add(ev Event) AddResult {
 		e = &entry{rec: *newRecord(&ev), key: key, stages: map[string]bool{}, ranks: ranks{code: -1, annotations: -1}}
 		if len(entries) > 0 {
 			m.stats.Conflicts++
-			e.rec.addFlag(FlagAuditIDConflict)
+			e.rec.addFlag(vocab.FlagAuditIDConflict)
 			for _, other := range entries {
-				if !other.rec.HasFlag(FlagAuditIDConflict) {
-					other.rec.addFlag(FlagAuditIDConflict)
+				if !other.rec.HasFlag(vocab.FlagAuditIDConflict) {
+					other.rec.addFlag(vocab.FlagAuditIDConflict)
 					res.Updated = append(res.Updated, other.rec.Clone())
 				}
 			}

@@ -23,7 +23,6 @@ var (
 	// start with level. Lines with these prefixes take the fast path.
 	fastEventPrefix = []byte(`{"kind":"Event",`)
 	fastItemPrefix  = []byte(`{"level":"`)
-	subresourceKey  = []byte(`"subresource":"`)
 )
 
 // Parser is the pure core of ingestion: bytes in, streaming events and
@@ -171,8 +170,8 @@ func (p *Parser) text(b []byte, depth int) {
 }
 
 // canonicalEvent handles a value the apiserver's encoder wrote (it cannot be
-// an envelope). Unless some "subresource" in it names a streaming
-// subresource it is counted without decoding, allocating nothing.
+// an envelope). Unless mayBeStreaming says it may be a streaming request it
+// is counted without decoding, allocating nothing.
 func (p *Parser) canonicalEvent(b []byte) {
 	switch {
 	case b[len(b)-1] != '}':
@@ -181,26 +180,6 @@ func (p *Parser) canonicalEvent(b []byte) {
 		p.decodeEvent(b)
 	default:
 		p.counts.Events++
-	}
-}
-
-// mayBeStreaming looks for "subresource":"<streaming>" anywhere in b. False
-// positives (a request body quoting one) only cost a full decode.
-func mayBeStreaming(b []byte) bool {
-	for {
-		i := bytes.Index(b, subresourceKey)
-		if i < 0 {
-			return false
-		}
-		b = b[i+len(subresourceKey):]
-		end := bytes.IndexByte(b, '"')
-		if end < 0 {
-			return false
-		}
-		switch string(b[:end]) {
-		case SubresourceExec, SubresourceAttach, SubresourcePortForward, SubresourceEphemeralContainers:
-			return true
-		}
 	}
 }
 

@@ -5,21 +5,8 @@ import (
 	"maps"
 	"slices"
 	"time"
-)
 
-// Record flags.
-const (
-	// FlagAuditIDConflict: another, different request used the same auditID
-	// (a client-supplied Audit-ID header, or aggregated apiservers).
-	FlagAuditIDConflict = "audit_id_conflict"
-	// FlagMissingAuditID: the event had no auditID (hand-made data).
-	FlagMissingAuditID = "missing_audit_id"
-	// FlagURIDecodeError: a query parameter was not valid percent-encoding; the
-	// raw text was kept.
-	FlagURIDecodeError = "uri_decode_error"
-	// FlagLegacyFormat: read from the legacy text format, which lacks
-	// annotations, uid, extra and the stage timestamp.
-	FlagLegacyFormat = "legacy_format"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // ExecRecord is one streaming request (exec, attach, portforward, or an
@@ -140,16 +127,16 @@ func newRecord(ev *Event) *ExecRecord {
 	r.Command, r.Env, r.Ports = params.Command, params.Env, params.Ports
 	r.Container, r.Stdin, r.TTY = params.Container, params.Stdin, params.TTY
 	if params.DecodeError {
-		r.addFlag(FlagURIDecodeError)
+		r.addFlag(vocab.FlagURIDecodeError)
 	}
 	if r.Subresource == SubresourceEphemeralContainers {
 		r.applyEphemeral(ev.RequestObject)
 	}
 	if ev.AuditID == "" {
-		r.addFlag(FlagMissingAuditID)
+		r.addFlag(vocab.FlagMissingAuditID)
 	}
 	if ev.legacy {
-		r.addFlag(FlagLegacyFormat)
+		r.addFlag(vocab.FlagLegacyFormat)
 	}
 	return r
 }

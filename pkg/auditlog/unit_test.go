@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 func TestParseTime(t *testing.T) {
@@ -114,7 +116,7 @@ func TestMergerConflictAndEviction(t *testing.T) {
 	b.User = UserInfo{Username: "mallory"}
 	m.Add(a)
 	res := m.Add(b)
-	if len(res.Updated) != 2 || !res.Updated[0].HasFlag(FlagAuditIDConflict) || !res.Updated[1].HasFlag(FlagAuditIDConflict) {
+	if len(res.Updated) != 2 || !res.Updated[0].HasFlag(vocab.FlagAuditIDConflict) || !res.Updated[1].HasFlag(vocab.FlagAuditIDConflict) {
 		t.Fatalf("conflict result = %+v", res.Updated)
 	}
 	if got := m.Lookup("x"); len(got) != 2 {
