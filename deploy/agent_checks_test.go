@@ -64,6 +64,21 @@ var readerRules = []rbacv1.PolicyRule{
 	{NonResourceURLs: []string{"/apis/correlator/v1"}, Verbs: []string{"get"}},
 }
 
+// responderRules is what `kubectl correlator` needs cluster-wide: find
+// pods' nodes and the agents, list nodes, read the API with one's token.
+var responderRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
+	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list"}},
+	{NonResourceURLs: []string{"/apis/correlator/v1"}, Verbs: []string{"get"}},
+}
+
+// responderNSRules is what it needs in the agents' namespace: GET (only)
+// through the pod proxy, and tokens for the reader service account.
+var responderNSRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"pods/proxy"}, Verbs: []string{"get"}},
+	{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{"correlator-reader"}, Verbs: []string{"create"}},
+}
+
 // checkAgentPod checks the node agent's pod spec: privileges, mounts,
 // probes, scheduling.
 func checkAgentPod(t *testing.T, ds *appsv1.DaemonSet) {
@@ -234,19 +249,32 @@ func checkRBAC(t *testing.T, objs []runtime.Object) {
 	for _, o := range objs {
 		switch x := o.(type) {
 		case *rbacv1.ClusterRole:
-			want := map[string][]rbacv1.PolicyRule{"correlator-agent": agentRules, "correlator-reader": readerRules}[x.Name]
+			want := map[string][]rbacv1.PolicyRule{"correlator-agent": agentRules, "correlator-reader": readerRules,
+				"correlator-responder": responderRules}[x.Name]
 			if want == nil {
 				t.Errorf("unexpected ClusterRole %s", x.Name)
 			} else if !equality.Semantic.DeepEqual(x.Rules, want) {
 				t.Errorf("ClusterRole %s rules\n got %+v\nwant %+v", x.Name, x.Rules, want)
 			}
 		case *rbacv1.ClusterRoleBinding:
-			wantSubj := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "correlator", Namespace: namespace}}
-			if x.RoleRef.Name != "correlator-agent" || x.RoleRef.Kind != "ClusterRole" || !equality.Semantic.DeepEqual(x.Subjects, wantSubj) {
+			if x.Name == "correlator-responder" {
+				continue // to responders: checkResponderBindings
+			}
+			sa := map[string]string{"correlator-agent": "correlator", "correlator-reader": "correlator-reader"}[x.Name]
+			wantSubj := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: namespace}}
+			if sa == "" || x.RoleRef.Name != x.Name || x.RoleRef.Kind != "ClusterRole" || !equality.Semantic.DeepEqual(x.Subjects, wantSubj) {
 				t.Errorf("ClusterRoleBinding %s: %+v to %+v", x.Name, x.RoleRef, x.Subjects)
 			}
-		case *rbacv1.Role, *rbacv1.RoleBinding:
-			t.Errorf("unexpected %s", kindName(o))
+		case *rbacv1.Role:
+			if x.Name != "correlator-responder" || x.Namespace != namespace {
+				t.Errorf("unexpected Role %s/%s", x.Namespace, x.Name)
+			} else if !equality.Semantic.DeepEqual(x.Rules, responderNSRules) {
+				t.Errorf("Role %s rules\n got %+v\nwant %+v", x.Name, x.Rules, responderNSRules)
+			}
+		case *rbacv1.RoleBinding:
+			if x.Name != "correlator-responder" {
+				t.Errorf("unexpected RoleBinding %s", x.Name)
+			}
 		}
 	}
 }
@@ -273,5 +301,23 @@ func checkNetwork(t *testing.T, objs []runtime.Object, ds *appsv1.DaemonSet) {
 	}
 	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
 		t.Errorf("policyTypes %v lack Ingress", np.Spec.PolicyTypes)
+	}
+}
+
+// checkResponderBindings checks that responder.users and .groups get
+// both responder roles, and nothing else does.
+func checkResponderBindings(t *testing.T, objs []runtime.Object) {
+	t.Helper()
+	want := []rbacv1.Subject{
+		{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "alice@example.com"},
+		{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "sre"},
+	}
+	crb := only[*rbacv1.ClusterRoleBinding](t, objs, "correlator-responder")
+	rb := only[*rbacv1.RoleBinding](t, objs, "correlator-responder")
+	if crb.RoleRef.Kind != "ClusterRole" || crb.RoleRef.Name != "correlator-responder" || !equality.Semantic.DeepEqual(crb.Subjects, want) {
+		t.Errorf("ClusterRoleBinding correlator-responder: %+v to %+v", crb.RoleRef, crb.Subjects)
+	}
+	if rb.Namespace != namespace || rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != "correlator-responder" || !equality.Semantic.DeepEqual(rb.Subjects, want) {
+		t.Errorf("RoleBinding correlator-responder: %+v to %+v", rb.RoleRef, rb.Subjects)
 	}
 }

@@ -21,9 +21,11 @@ import (
 func TestChartDefaults(t *testing.T) {
 	objs := renderObjects(t)
 	want := []string{
-		"ClusterRole/correlator-agent", "ClusterRole/correlator-reader", "ClusterRoleBinding/correlator-agent",
+		"ClusterRole/correlator-agent", "ClusterRole/correlator-reader", "ClusterRole/correlator-responder",
+		"ClusterRoleBinding/correlator-agent", "ClusterRoleBinding/correlator-reader",
 		"ConfigMap/correlator", "DaemonSet/correlator", "NetworkPolicy/correlator",
-		"PriorityClass/correlator-node-agent", "Secret/correlator-token", "Service/correlator", "ServiceAccount/correlator",
+		"PriorityClass/correlator-node-agent", "Role/correlator-responder", "Secret/correlator-token", "Service/correlator",
+		"ServiceAccount/correlator", "ServiceAccount/correlator-reader",
 	}
 	if got := kinds(objs); !slices.Equal(got, want) {
 		t.Fatalf("objects\n got %v\nwant %v", got, want)
@@ -73,6 +75,10 @@ audit:
   logFiles: [/var/log/kubernetes/audit/audit.log]
 auth:
   existingSecret: my-token
+  kubernetes: true
+responder:
+  users: [alice@example.com]
+  groups: [sre]
 controlPlane:
   enabled: true
 networkPolicy:
@@ -105,7 +111,8 @@ func TestChartOptions(t *testing.T) {
 		"alert-sink":      []any{"file:/var/lib/correlator/alerts.jsonl", "syslog+tls://siem.example.com:6514"},
 		"rules":           "/etc/correlator/config/rules.yaml",
 		"tls-cert":        "/etc/correlator/tls/tls.crt", "tls-key": "/etc/correlator/tls/tls.key",
-		"audit-log": []any{"/var/log/kubernetes/audit/audit.log"},
+		"audit-log":       []any{"/var/log/kubernetes/audit/audit.log"},
+		"auth-kubernetes": true,
 	}
 	for k, v := range wantCfg {
 		if !equality.Semantic.DeepEqual(cfg[k], v) {
@@ -137,6 +144,8 @@ func TestChartOptions(t *testing.T) {
 		t.Errorf("network policy %+v, want the egress rule", np.Spec)
 	}
 	checkShipper(t, only[*appsv1.DaemonSet](t, objs, "correlator-audit-shipper"))
+	checkRBAC(t, objs)
+	checkResponderBindings(t, objs)
 }
 
 // checkShipper checks the control-plane audit shipper: no capability at

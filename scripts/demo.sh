@@ -128,7 +128,7 @@ wait_attributed() {
 	local id=$1
 	for _ in $(seq 300); do
 		if cli session "$id" -o json 2>/dev/null |
-			jq -e '.username != "" and (.processes | length) > 0 and
+			jq -e '.user.username != "" and (.processes | length) > 0 and
 				all(.processes[]; .attribution == "audit_id" or .attribution == "inherited")' >/dev/null; then
 			return 0
 		fi
@@ -240,11 +240,11 @@ main() {
 	header "what the demo checked, from the API's JSON"
 	local fails=0
 	check "$alice" "alice's session: user alice, every process attributed to it" \
-		'.username == "alice" and all(.processes[]; .auditID == "'"$alice"'")' || fails=1
+		'.user.username == "alice" and all(.processes[]; .auditID == "'"$alice"'")' || fails=1
 	check "$alice" "alice's commands: cat, sleep, ls, wc" \
 		'[.processes[].argv[0]] as $a | all(("cat","sleep","/bin/ls","wc"); . as $c | $a | index($c))' || fails=1
 	check "$bob" "bob's session: bob acting as system:serviceaccount:shop:deployer" \
-		'.username == "bob" and .impersonatedUser.username == "system:serviceaccount:shop:deployer"' || fails=1
+		'.user.username == "bob" and .impersonatedUser.username == "system:serviceaccount:shop:deployer"' || fails=1
 	check "$bob" "bob removed $KEY: his later commands still attributed, flagged env_removed" \
 		'[.processes[] | select(.flags // [] | index("env_removed"))] | length > 0 and all(.[]; .auditID == "'"$bob"'")' || fails=1
 	check "$bob" "bob's background child (sleep 3) is in his tree, attributed" \

@@ -84,7 +84,10 @@ func (o *runOptions) authenticator(tokens *authn.File) (api.Authenticator, error
 			return nil, fmt.Errorf("configuring --auth-kubernetes: %w", err)
 		}
 		// The client adds the service account's (rotated) token itself.
-		auths = append(auths, &api.KubeReview{Server: cfg.Host, Client: client, Path: kubeReviewPath, CacheTTL: 30 * time.Second})
+		// Tokens minted for correlator-reader (kubectl correlator) carry
+		// the audience "correlator".
+		auths = append(auths, &api.KubeReview{Server: cfg.Host, Client: client, Path: kubeReviewPath,
+			CacheTTL: 30 * time.Second, Audiences: []string{api.TokenAudience}})
 	}
 	if len(auths) == 1 {
 		return auths[0], nil

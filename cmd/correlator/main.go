@@ -3,8 +3,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -36,9 +38,19 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
-	root.AddCommand(newCaptureCmd(g), newAuditCmd(g), newSessionsCmd(), newSessionCmd(), newProcessesCmd(), newRunCmd(g))
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "correlator:", err)
+	root.AddCommand(newCaptureCmd(g), newAuditCmd(g), newSessionsCmd(), newSessionCmd(), newProcessesCmd(), newRunCmd(g),
+		newKubectlCmd("kubectl"))
+	name := "correlator"
+	// Installed as kubectl-correlator, the binary is the kubectl plugin.
+	if isPluginName(filepath.Base(os.Args[0])) {
+		root, name = newKubectlCmd("kubectl correlator"), "kubectl correlator"
+	}
+	err := root.Execute()
+	switch {
+	case errors.Is(err, errPartial):
+		os.Exit(exitPartial) // the missing nodes are already on stderr
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
 	}
 }

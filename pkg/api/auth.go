@@ -31,8 +31,17 @@ var (
 	ErrForbidden       = errors.New("not allowed to read correlator sessions")
 )
 
+// ProxyAuthHeader carries the caller's bearer token when the request
+// comes through kube-apiserver's pod or service proxy, which removes
+// Authorization after authenticating the caller itself (kubernetes#38775).
+// It is read only when Authorization is absent, and verified the same way.
+const ProxyAuthHeader = "X-Correlator-Authorization"
+
 func bearer(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")
+	if h == "" {
+		h = r.Header.Get(ProxyAuthHeader)
+	}
 	tok, ok := strings.CutPrefix(h, "Bearer ")
 	return strings.TrimSpace(tok), ok && strings.TrimSpace(tok) != ""
 }
@@ -77,6 +86,11 @@ type KubeReview struct {
 	Path string
 	// CacheTTL keeps decisions briefly so each request is not two calls.
 	CacheTTL time.Duration
+	// Audiences are asked for when the token does not authenticate for
+	// kube-apiserver's own audience: the short-lived tokens `kubectl
+	// correlator` mints for the correlator-reader service account carry
+	// the audience "correlator" (TokenAudience). Empty: the default only.
+	Audiences []string
 
 	mu    sync.Mutex
 	cache map[[32]byte]review
@@ -114,18 +128,36 @@ func (k *KubeReview) Authenticate(r *http.Request) (string, error) {
 	return user, err
 }
 
-func (k *KubeReview) review(ctx context.Context, tok string) (string, error) {
+// TokenAudience is the audience of the tokens minted for correlator's API.
+const TokenAudience = "correlator"
+
+// tokenReview asks who tok belongs to, for audiences (nil: the
+// apiserver's own).
+func (k *KubeReview) tokenReview(ctx context.Context, tok string, audiences []string) (authnv1.TokenReviewStatus, error) {
 	tr := authnv1.TokenReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "authentication.k8s.io/v1", Kind: "TokenReview"},
-		Spec:     authnv1.TokenReviewSpec{Token: tok},
+		Spec:     authnv1.TokenReviewSpec{Token: tok, Audiences: audiences},
 	}
 	if err := k.post(ctx, "/apis/authentication.k8s.io/v1/tokenreviews", &tr); err != nil {
-		return "", fmt.Errorf("reviewing token: %w", err)
+		return tr.Status, fmt.Errorf("reviewing token: %w", err)
 	}
-	if !tr.Status.Authenticated {
+	return tr.Status, nil
+}
+
+func (k *KubeReview) review(ctx context.Context, tok string) (string, error) {
+	st, err := k.tokenReview(ctx, tok, nil)
+	if err != nil {
+		return "", err
+	}
+	if !st.Authenticated && len(k.Audiences) > 0 {
+		if st, err = k.tokenReview(ctx, tok, k.Audiences); err != nil {
+			return "", err
+		}
+	}
+	if !st.Authenticated {
 		return "", ErrUnauthenticated
 	}
-	u := tr.Status.User
+	u := st.User
 	sar := authzv1.SubjectAccessReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"},
 		Spec: authzv1.SubjectAccessReviewSpec{

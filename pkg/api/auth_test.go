@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -96,6 +97,8 @@ func TestTokenAuthRevocation(t *testing.T) {
 	}
 }
 
+const readerSA = "system:serviceaccount:correlator:correlator-reader"
+
 // kubeDouble is a test double of kube-apiserver's TokenReview and
 // SubjectAccessReview endpoints.
 func kubeDouble(t *testing.T, calls *atomic.Int32, fail *atomic.Bool) *httptest.Server {
@@ -118,13 +121,18 @@ func kubeDouble(t *testing.T, calls *atomic.Int32, fail *atomic.Bool) *httptest.
 				tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: "alice", Groups: []string{"sre"}}}
 			case "bob-token":
 				tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: "bob"}}
+			case "reader-token": // minted with the audience "correlator" only
+				if slices.Equal(tr.Spec.Audiences, []string{TokenAudience}) {
+					tr.Status = authnv1.TokenReviewStatus{Authenticated: true, Audiences: tr.Spec.Audiences,
+						User: authnv1.UserInfo{Username: readerSA}}
+				}
 			}
 			json.NewEncoder(w).Encode(tr)
 		case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
 			var sar authzv1.SubjectAccessReview
 			json.NewDecoder(r.Body).Decode(&sar)
 			na := sar.Spec.NonResourceAttributes
-			sar.Status.Allowed = sar.Spec.User == "alice" && na != nil && na.Path == "/apis/correlator/v1" && na.Verb == "get"
+			sar.Status.Allowed = (sar.Spec.User == "alice" || sar.Spec.User == readerSA) && na != nil && na.Path == "/apis/correlator/v1" && na.Verb == "get"
 			json.NewEncoder(w).Encode(sar)
 		default:
 			http.NotFound(w, r)

@@ -69,9 +69,26 @@ are `correlator run` flag names.
 {{- if .Values.alerts.rules -}}
 {{- $_ := set $c "rules" "/etc/correlator/config/rules.yaml" -}}
 {{- end -}}
+{{- if .Values.auth.kubernetes -}}
+{{- $_ := set $c "auth-kubernetes" true -}}
+{{- end -}}
 {{- if .Values.tls.existingSecret -}}
 {{- $_ := set $c "tls-cert" "/etc/correlator/tls/tls.crt" -}}
 {{- $_ := set $c "tls-key" "/etc/correlator/tls/tls.key" -}}
 {{- end -}}
 {{- toYaml $c -}}
+{{- end -}}
+
+{{/* The responder role bindings' subjects. */}}
+{{- define "correlator.responders" -}}
+{{- range .Values.responder.users }}
+- kind: User
+  apiGroup: rbac.authorization.k8s.io
+  name: {{ . | quote }}
+{{- end }}
+{{- range .Values.responder.groups }}
+- kind: Group
+  apiGroup: rbac.authorization.k8s.io
+  name: {{ . | quote }}
+{{- end }}
 {{- end -}}

@@ -1,0 +1,257 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/execid/correlator/pkg/api"
+	"github.com/execid/correlator/pkg/join"
+	"github.com/execid/correlator/pkg/store"
+)
+
+// maxPage is the page size asked of each agent.
+const maxPage = 500
+
+// Session is a session and the nodes whose agents hold it; Processes are
+// its processes when asked for (Who with processes).
+type Session struct {
+	Nodes []string `json:"nodes"`
+	join.Session
+	Processes []join.Process `json:"processes,omitempty"`
+}
+
+// SessionView is a session's detail and process tree, and the nodes that
+// answered it. An audit ID replayed on two nodes gives two views.
+type SessionView struct {
+	Nodes []string `json:"nodes"`
+	api.SessionView
+}
+
+// Alert is an alert and the nodes that raised or hold it.
+type Alert struct {
+	Nodes []string `json:"nodes"`
+	store.Alert
+}
+
+// Sessions asks every agent for sessions matching q (the API's filters:
+// user, group, namespace, pod, container, command, since, until) and
+// merges them, newest first, at most limit (0: 100).
+func (c *Client) Sessions(ctx context.Context, q url.Values, limit int) (Answer[Session], error) {
+	limit = cmp.Or(limit, 100)
+	res, ans, err := fanOutAll(ctx, c, func(ctx context.Context, a Agent) ([]Session, error) {
+		return c.nodeSessions(ctx, a, q, limit, false)
+	})
+	if err != nil {
+		return ans, err
+	}
+	ans.Items, ans.Truncated = mergeSessions(res, limit)
+	return ans, nil
+}
+
+// WhoAnswer is who exec'd into one pod.
+type WhoAnswer struct {
+	Answer[Session]
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	// Node is the pod's node; empty when the pod is gone and every node
+	// was asked.
+	Node string `json:"node,omitempty"`
+}
+
+// Who asks the agent on pod's node for the sessions opened into it
+// (container narrows them), with each session's processes when
+// processes is set. A pod that no longer exists is looked for on every
+// node: an incident is often investigated after the pod is gone.
+func (c *Client) Who(ctx context.Context, namespace, pod, container string, q url.Values, limit int,
+	processes bool) (WhoAnswer, error) {
+	limit = cmp.Or(limit, 100)
+	ans := WhoAnswer{Namespace: namespace, Pod: pod}
+	q = cloneValues(q)
+	q.Set("namespace", namespace)
+	q.Set("pod", pod)
+	if container != "" {
+		q.Set("container", container)
+	}
+	each := func(ctx context.Context, a Agent) ([]Session, error) {
+		return c.nodeSessions(ctx, a, q, limit, processes)
+	}
+	node, found, err := c.PodNode(ctx, namespace, pod)
+	if err != nil {
+		return ans, err
+	}
+	if !found || node == "" {
+		c.log.Debug().Str("pod", namespace+"/"+pod).Bool("found", found).Msg("pod not on a node: asking every node")
+		res, a, err := fanOutAll(ctx, c, each)
+		if err != nil {
+			return ans, err
+		}
+		ans.Answer = a
+		ans.Items, ans.Truncated = mergeSessions(res, limit)
+		return ans, nil
+	}
+	ans.Node, ans.Nodes = node, 1
+	agent, err := c.AgentOn(ctx, node)
+	if err != nil {
+		ans.fail(Failure{Node: node, Error: err.Error()})
+		return ans, nil
+	}
+	res, fails := fanOut(ctx, c, []Agent{agent}, each)
+	ans.fail(fails...)
+	ans.Items, ans.Truncated = mergeSessions(res, limit)
+	return ans, nil
+}
+
+// Session asks every agent for one session; each node that holds it
+// answers its own view (404 means it does not), and identical views (a
+// shared store) are merged.
+func (c *Client) Session(ctx context.Context, auditID string) (Answer[SessionView], error) {
+	if auditID == "" || strings.ContainsAny(auditID, "/?#") || auditID == "." || auditID == ".." {
+		return Answer[SessionView]{}, fmt.Errorf("validating audit ID %q: not an audit ID", auditID)
+	}
+	res, ans, err := fanOutAll(ctx, c, func(ctx context.Context, a Agent) ([]SessionView, error) {
+		var v api.SessionView
+		err := c.get(ctx, a, "api/v1/sessions/"+auditID, nil, &v)
+		if errors.Is(err, ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return []SessionView{{Nodes: []string{a.Node}, SessionView: v}}, nil
+	})
+	if err != nil {
+		return ans, err
+	}
+	ans.Items = dedupe(slices.Concat(res...), func(v SessionView) any { return v.SessionView })
+	slices.SortFunc(ans.Items, func(a, b SessionView) int { return cmp.Compare(a.Nodes[0], b.Nodes[0]) })
+	return ans, nil
+}
+
+// Alerts asks every agent for alerts matching q (rule, severity,
+// auditID, since, until) and merges them, newest first, at most limit.
+func (c *Client) Alerts(ctx context.Context, q url.Values, limit int) (Answer[Alert], error) {
+	limit = cmp.Or(limit, 100)
+	res, ans, err := fanOutAll(ctx, c, func(ctx context.Context, a Agent) ([]Alert, error) {
+		items, err := pages[store.Alert](ctx, c, a, "api/v1/alerts", q, limit)
+		out := make([]Alert, len(items))
+		for i := range items {
+			out[i] = Alert{Nodes: []string{a.Node}, Alert: items[i]}
+		}
+		return out, err
+	})
+	if err != nil {
+		return ans, err
+	}
+	all := dedupe(slices.Concat(res...), func(a Alert) any { return a.Alert })
+	slices.SortStableFunc(all, func(a, b Alert) int {
+		return cmp.Or(b.Time.Compare(a.Time), cmp.Compare(a.ID, b.ID))
+	})
+	ans.Items, ans.Truncated = truncate(all, limit)
+	return ans, nil
+}
+
+// nodeSessions reads up to limit sessions from one agent, following its
+// cursors, with their processes when asked.
+func (c *Client) nodeSessions(ctx context.Context, a Agent, q url.Values, limit int, processes bool) ([]Session, error) {
+	items, err := pages[join.Session](ctx, c, a, "api/v1/sessions", q, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Session, len(items))
+	for i := range items {
+		out[i] = Session{Nodes: []string{a.Node}, Session: items[i]}
+		if processes {
+			pq := url.Values{"auditID": {items[i].AuditID}}
+			if out[i].Processes, err = pages[join.Process](ctx, c, a, "api/v1/processes", pq, maxPage); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// pages follows an agent's cursors until it has limit items or no more.
+func pages[T any](ctx context.Context, c *Client, a Agent, path string, q url.Values, limit int) ([]T, error) {
+	q = cloneValues(q)
+	var out []T
+	for len(out) < limit {
+		q.Set("limit", strconv.Itoa(min(limit-len(out), maxPage)))
+		var p api.Page[T]
+		if err := c.get(ctx, a, path, q, &p); err != nil {
+			return nil, err
+		}
+		out = append(out, p.Items...)
+		if p.NextCursor == "" || len(p.Items) == 0 {
+			break
+		}
+		q.Set("cursor", p.NextCursor)
+	}
+	return out, nil
+}
+
+// mergeSessions merges the nodes' sessions: identical ones (agents that
+// share a store) once with every node, newest first, at most limit.
+func mergeSessions(res [][]Session, limit int) ([]Session, bool) {
+	all := dedupe(slices.Concat(res...), func(s Session) any { return s.Session })
+	slices.SortStableFunc(all, func(a, b Session) int {
+		return cmp.Or(b.RequestReceivedTimestamp.Compare(a.RequestReceivedTimestamp), cmp.Compare(a.AuditID, b.AuditID))
+	})
+	return truncate(all, limit)
+}
+
+// nodeLister is a merged item that names its nodes.
+type nodeLister[T any] interface {
+	*T
+	nodeList() *[]string
+}
+
+func (s *Session) nodeList() *[]string     { return &s.Nodes }
+func (v *SessionView) nodeList() *[]string { return &v.Nodes }
+func (a *Alert) nodeList() *[]string       { return &a.Nodes }
+
+// dedupe keeps the first of items whose key encodes the same, with the
+// later ones' nodes added to it.
+func dedupe[T any, P nodeLister[T]](items []T, key func(T) any) []T {
+	seen := map[string]int{}
+	out := items[:0:0]
+	for _, it := range items {
+		b, err := json.Marshal(key(it))
+		if err != nil {
+			out = append(out, it)
+			continue
+		}
+		if i, ok := seen[string(b)]; ok {
+			n := P(&out[i]).nodeList()
+			*n = append(*n, *P(&it).nodeList()...)
+			continue
+		}
+		seen[string(b)] = len(out)
+		out = append(out, it)
+	}
+	for i := range out {
+		slices.Sort(*P(&out[i]).nodeList())
+	}
+	return out
+}
+
+func truncate[T any](items []T, limit int) ([]T, bool) {
+	if limit > 0 && len(items) > limit {
+		return items[:limit], true
+	}
+	return items, false
+}
+
+func cloneValues(q url.Values) url.Values {
+	out := url.Values{}
+	for k, v := range q {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
