@@ -105,12 +105,14 @@ generate: deps-generate
 build:
 	$(GO) build -o $(BIN) ./cmd/correlator
 
-## test: every test in every package, privileged ones included.
+## test: every test in every package, privileged ones included, then the
+## real kube-apiserver test of `kubectl correlator` (test/kubeapi, its own module).
 test: deps-test
 	@if [ -z "$(IS_ROOT)" ]; then \
 		echo "test: not running as root: privileged tests (BPF, runc) will SKIP;" \
 			"under CI=true a skip is a FAILURE. Run: sudo make test" >&2; fi
 	$(GO) test -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
+	cd test/kubeapi && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
 ## bench: benchmarks only, with allocations (root). BENCH=regex BENCHTIME=1s|100x.
 bench: deps-test
@@ -178,3 +180,12 @@ lint:
 
 clean:
 	rm -rf bin
+
+## e2e-kubeapi: `kubectl correlator` through a real kube-apiserver (in
+## process, on embedded etcd): its pod proxy, RBAC with the shipped
+## manifests, two agents on SQLite stores (test/kubeapi, its own module).
+## It compiles kube-apiserver: about 8 minutes cold, seconds when cached.
+## CORRELATOR_KUBEAPI_OUTPUT=dir keeps the plugin's tables for the README.
+.PHONY: e2e-kubeapi
+e2e-kubeapi:
+	cd test/kubeapi && $(GO) test -count=1 ./...

@@ -61,7 +61,7 @@ var agentRules = []rbacv1.PolicyRule{
 }
 
 var readerRules = []rbacv1.PolicyRule{
-	{NonResourceURLs: []string{"/apis/correlator/v1"}, Verbs: []string{"get"}},
+	{APIGroups: []string{"correlator.execid.io"}, Resources: []string{"sessions"}, Verbs: []string{"get"}},
 }
 
 // responderRules is what `kubectl correlator` needs cluster-wide: find
@@ -69,7 +69,7 @@ var readerRules = []rbacv1.PolicyRule{
 var responderRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list"}},
-	{NonResourceURLs: []string{"/apis/correlator/v1"}, Verbs: []string{"get"}},
+	{APIGroups: []string{"correlator.execid.io"}, Resources: []string{"sessions"}, Verbs: []string{"get"}},
 }
 
 // responderNSRules is what it needs in the agents' namespace: GET (only)

@@ -13,9 +13,6 @@ import (
 	"github.com/execid/correlator/pkg/authn"
 )
 
-// kubeReviewPath is the non-resource URL a caller needs `get` on when the
-// API authenticates through Kubernetes (the chart's correlator-reader role).
-const kubeReviewPath = "/apis/correlator/v1"
 
 // anyAuth accepts a request that any of its authenticators accepts; a
 // forbidden answer stops the search, so a valid but unauthorised
@@ -86,7 +83,7 @@ func (o *runOptions) authenticator(tokens *authn.File) (api.Authenticator, error
 		// The client adds the service account's (rotated) token itself.
 		// Tokens minted for correlator-reader (kubectl correlator) carry
 		// the audience "correlator".
-		auths = append(auths, &api.KubeReview{Server: cfg.Host, Client: client, Path: kubeReviewPath,
+		auths = append(auths, &api.KubeReview{Server: cfg.Host, Client: client,
 			CacheTTL: 30 * time.Second, Audiences: []string{api.TokenAudience}})
 	}
 	if len(auths) == 1 {

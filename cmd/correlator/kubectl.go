@@ -27,6 +27,10 @@ const exitPartial = 3
 // stderr; main exits with exitPartial.
 var errPartial = errors.New("partial answer")
 
+// errNoAnswer is an answer no node gave (every node asked failed): an
+// error, exit status 1, with each node's reason on stderr.
+var errNoAnswer = errors.New("no node answered")
+
 // isPluginName reports whether the binary runs as the kubectl plugin.
 func isPluginName(base string) bool {
 	return base == "kubectl-correlator" || base == "kubectl_correlator"
@@ -187,16 +191,20 @@ func (o *kubectlOptions) emit(w io.Writer, v any) (bool, error) {
 }
 
 // finish names the nodes that did not answer and makes the exit status
-// say the answer is partial.
+// say the answer is partial, or an error when no node answered.
 func finish(stderr io.Writer, nodes int, fails []cluster.Failure) error {
 	if len(fails) == 0 {
 		return nil
 	}
-	fmt.Fprintf(stderr, "partial answer: %d of %d nodes did not answer:\n", len(fails), nodes)
+	what, err := "partial answer", errPartial
+	if len(fails) >= nodes {
+		what, err = "no answer", errNoAnswer
+	}
+	fmt.Fprintf(stderr, "%s: %d of %d nodes did not answer:\n", what, len(fails), nodes)
 	for _, f := range fails {
 		fmt.Fprintf(stderr, "  %s: %s\n", f.Node, f.Error)
 	}
-	return errPartial
+	return err
 }
 
 // newKubectlCmd is the plugin: `kubectl correlator ...` (use is its

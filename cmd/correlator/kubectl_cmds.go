@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -112,7 +113,9 @@ func newClusterSessionCmd(o *kubectlOptions) *cobra.Command {
 			}
 			if len(ans.Items) == 0 {
 				if err := finish(cmd.ErrOrStderr(), ans.Nodes, ans.Unreachable); err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "session %s: not on any node that answered\n", args[0])
+					if errors.Is(err, errPartial) {
+						fmt.Fprintf(cmd.ErrOrStderr(), "session %s: not on any node that answered\n", args[0])
+					}
 					return err
 				}
 				return fmt.Errorf("finding session %s: not on any of %d nodes", args[0], ans.Nodes)

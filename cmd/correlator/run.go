@@ -93,7 +93,7 @@ func newRunCmd(g *globalOptions) *cobra.Command {
 	f.StringVar(&o.tlsCert, "tls-cert", "", "API server certificate (PEM)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "API server key (PEM)")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve the API without authentication (loopback --listen only)")
-	f.BoolVar(&o.authKubernetes, "auth-kubernetes", false, "also accept Kubernetes tokens: TokenReview, then SubjectAccessReview for get on "+kubeReviewPath+" (in-cluster)")
+	f.BoolVar(&o.authKubernetes, "auth-kubernetes", false, "also accept Kubernetes tokens: TokenReview, then SubjectAccessReview for get on sessions in the correlator.execid.io group (in-cluster)")
 	f.StringVar(&o.podMap, "pod-map", "", "static JSON or YAML list of {containerID, podUID, namespace, pod, container, labels}")
 	f.StringVar(&o.criSocket, "cri-socket", "", "CRI runtime socket for pod metadata, e.g. /run/containerd/containerd.sock")
 	f.DurationVar(&o.retention, "retention", 30*24*time.Hour, "delete sessions and processes older than this")

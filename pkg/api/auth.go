@@ -75,15 +75,16 @@ func (t *TokenFile) Authenticate(r *http.Request) (string, error) {
 // KubeReview authenticates the bearer token with a TokenReview and
 // authorizes it with a SubjectAccessReview against kube-apiserver: the
 // caller must be allowed to `get` `pods/exec`-level data, expressed as the
-// non-resource URL /apis/correlator/v1 (grant it with a ClusterRole).
+// resource ReadAccess (grant it with a ClusterRole; see ReadAccess for why
+// not a URL).
 type KubeReview struct {
 	Server string // https://host:port
 	Client *http.Client
 	// Token authenticates correlator itself (its service account); empty
 	// when Client adds its own credentials.
 	Token string
-	// Path is the non-resource URL the caller needs `get` on.
-	Path string
+	// Access is what the caller must be allowed; zero means ReadAccess.
+	Access authzv1.ResourceAttributes
 	// CacheTTL keeps decisions briefly so each request is not two calls.
 	CacheTTL time.Duration
 	// Audiences are asked for when the token does not authenticate for
@@ -94,6 +95,21 @@ type KubeReview struct {
 
 	mu    sync.Mutex
 	cache map[[32]byte]review
+}
+
+// ReadAccess is what reading the API takes in kube-apiserver's RBAC: get
+// on sessions in the correlator.execid.io group. A resource, not a
+// non-resource URL: the built-in system:discovery role lets every
+// authenticated user get /apis/*, so a URL there would let anyone in.
+func ReadAccess() authzv1.ResourceAttributes {
+	return authzv1.ResourceAttributes{Group: "correlator.execid.io", Resource: "sessions", Verb: "get"}
+}
+
+func (k *KubeReview) access() authzv1.ResourceAttributes {
+	if k.Access == (authzv1.ResourceAttributes{}) {
+		return ReadAccess()
+	}
+	return k.Access
 }
 
 type review struct {
@@ -162,7 +178,7 @@ func (k *KubeReview) review(ctx context.Context, tok string) (string, error) {
 		TypeMeta: metav1.TypeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"},
 		Spec: authzv1.SubjectAccessReviewSpec{
 			User: u.Username, UID: u.UID, Groups: u.Groups,
-			NonResourceAttributes: &authzv1.NonResourceAttributes{Path: k.Path, Verb: "get"},
+			ResourceAttributes: new(k.access()),
 		},
 	}
 	if len(u.Extra) > 0 {

@@ -19,7 +19,7 @@ func TestKubeReviewThroughProxy(t *testing.T) {
 	srv := kubeDouble(t, &calls, &fail)
 	defer srv.Close()
 	review := func(aud []string) *KubeReview {
-		return &KubeReview{Server: srv.URL, Client: srv.Client(), Token: "agent-sa-token", Path: "/apis/correlator/v1",
+		return &KubeReview{Server: srv.URL, Client: srv.Client(), Token: "agent-sa-token",
 			CacheTTL: time.Minute, Audiences: aud}
 	}
 	proxied := func(h, v string) *http.Request {

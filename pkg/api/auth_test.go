@@ -131,8 +131,8 @@ func kubeDouble(t *testing.T, calls *atomic.Int32, fail *atomic.Bool) *httptest.
 		case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
 			var sar authzv1.SubjectAccessReview
 			json.NewDecoder(r.Body).Decode(&sar)
-			na := sar.Spec.NonResourceAttributes
-			sar.Status.Allowed = (sar.Spec.User == "alice" || sar.Spec.User == readerSA) && na != nil && na.Path == "/apis/correlator/v1" && na.Verb == "get"
+			ra := sar.Spec.ResourceAttributes
+			sar.Status.Allowed = (sar.Spec.User == "alice" || sar.Spec.User == readerSA) && ra != nil && *ra == ReadAccess()
 			json.NewEncoder(w).Encode(sar)
 		default:
 			http.NotFound(w, r)
@@ -145,7 +145,7 @@ func TestKubeReview(t *testing.T) {
 	var fail atomic.Bool
 	srv := kubeDouble(t, &calls, &fail)
 	defer srv.Close()
-	k := &KubeReview{Server: srv.URL, Client: srv.Client(), Token: "agent-sa-token", Path: "/apis/correlator/v1", CacheTTL: time.Minute}
+	k := &KubeReview{Server: srv.URL, Client: srv.Client(), Token: "agent-sa-token", CacheTTL: time.Minute}
 
 	if user, err := k.Authenticate(reqWith("alice-token")); err != nil || user != "alice" {
 		t.Errorf("alice: %q %v", user, err)

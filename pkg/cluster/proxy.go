@@ -54,6 +54,12 @@ func (c *Client) get(ctx context.Context, a Agent, path string, q url.Values, ou
 		if e := agentError(code, body); e != nil {
 			return e
 		}
+		// kube-apiserver's own refusal (RBAC on pods/proxy, an agent it
+		// cannot reach): Error decodes its Status, which Raw reports as
+		// "unknown" when the Status came as protobuf.
+		if e := res.Error(); e != nil {
+			err = e
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("querying agent pod %s through kube-apiserver: %w", a.Pod, err)
