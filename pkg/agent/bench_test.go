@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 	"github.com/execid/correlator/pkg/store/sqlite"
 	"github.com/execid/correlator/pkg/vocab"
@@ -70,6 +73,8 @@ type benchPipeline struct {
 	w      *store.Writer
 	cancel context.CancelFunc
 	done   chan struct{}
+	// skew is added to the agent's clock, to let the pending TTL pass.
+	skew atomic.Int64
 }
 
 func newBenchPipeline(b *testing.B, opts ...store.WriterOption) *benchPipeline {
@@ -86,6 +91,7 @@ func newBenchPipeline(b *testing.B, opts ...store.WriterOption) *benchPipeline {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &benchPipeline{a: a, st: st, w: w, cancel: cancel, done: make(chan struct{})}
+	a.now = func() time.Time { return time.Now().Add(time.Duration(p.skew.Load())) }
 	go func() { defer close(p.done); a.Run(ctx) }()
 	b.Cleanup(p.close)
 	return p
@@ -227,27 +233,41 @@ func rssBytes(b *testing.B) uint64 {
 
 // BenchmarkLiveProcesses100k holds 100,000 live (never exited) session
 // processes, 1,000 sessions of 100, in the agent, attributed and stored,
-// and reports the process's RSS and Go heap afterwards. One op is the
-// whole 100k, done once whatever b.N is.
+// and reports the process's RSS and Go heap afterwards. Then every process
+// exits, the agent's clock skips past the pending TTL so the joiner lets
+// them (and the idle records) go, and it reports RSS and heap again
+// (exited-RSS-MiB, exited-heap-MiB), and RSS once the runtime has returned
+// the freed pages (exited-released-RSS-MiB). One op is the whole 100k,
+// done once whatever b.N is.
 func BenchmarkLiveProcesses100k(b *testing.B) {
 	const sessions, perSession = 1000, 100
 	{
 		clock := newCommitClock(sessions)
-		var stored sync.WaitGroup
+		var stored, exited sync.WaitGroup
 		stored.Add(1)
-		var rows, once = 0, sync.Once{}
+		exited.Add(1)
+		var rows, exits, once, onceExit = 0, 0, sync.Once{}, sync.Once{}
 		var mu sync.Mutex
 		hook := func(bt store.Batch, err error) {
 			clock.hook(bt, err)
+			if err != nil {
+				return
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			for _, p := range bt.Processes {
 				if p.Attribution != "" {
 					rows++
 				}
+				if !p.Exit.IsZero() {
+					exits++
+				}
 			}
 			if rows >= sessions*perSession {
 				once.Do(stored.Done)
+			}
+			if exits >= sessions*perSession {
+				onceExit.Do(exited.Done)
 			}
 		}
 		p := newBenchPipeline(b, store.WithCommitHook(hook))
@@ -271,7 +291,7 @@ func BenchmarkLiveProcesses100k(b *testing.B) {
 			}
 		}
 		stored.Wait()
-		st := p.a.joiner.Stats()
+		st := p.waitStats(b, func(st join.Stats) bool { return st.ProcessesAdded >= sessions*perSession })
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
@@ -281,5 +301,47 @@ func BenchmarkLiveProcesses100k(b *testing.B) {
 		if st.Processes < sessions*perSession {
 			b.Fatalf("joiner holds %d processes, want %d", st.Processes, sessions*perSession)
 		}
+
+		// Every process exits; once the exits are stored, the clock skips
+		// past the pending TTL (and the heuristic window, for the records).
+		code := 0
+		for i := range sessions * perSession {
+			ev := capture.Event{Kind: capture.KindExit, Time: time.Now(), ExitCode: &code,
+				Exec: capture.Exec{ProcessID: fmt.Sprintf("%d-1", 1000+i), PID: uint32(1000 + i), PPID: 90, ContainerID: ctr}}
+			if err := p.a.Process(ctx, ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+		exited.Wait()
+		cfg := Default().Join
+		p.skew.Store(int64(cfg.PendingTTL + cfg.HeuristicWindow + time.Minute))
+		p.waitStats(b, func(st join.Stats) bool { return st.Processes == 0 && st.Records == 0 })
+		if err := p.w.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(rssBytes(b))/(1<<20), "exited-RSS-MiB")
+		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "exited-heap-MiB")
+		// The runtime keeps freed pages until its scavenger returns them,
+		// which it does after its next GC cycles (at the latest the
+		// periodic one, two minutes on): this is where RSS then settles.
+		debug.FreeOSMemory()
+		b.ReportMetric(float64(rssBytes(b))/(1<<20), "exited-released-RSS-MiB")
+	}
+}
+
+// waitStats waits until the joiner's counters, as the run loop publishes
+// them each ExpireEvery, satisfy ok, and returns them.
+func (p *benchPipeline) waitStats(b *testing.B, ok func(join.Stats) bool) join.Stats {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if ls := p.a.stats.Load(); ls != nil && ok(ls.join) {
+			return ls.join
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("joiner stats never got there: %+v", p.a.stats.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

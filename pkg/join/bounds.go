@@ -82,25 +82,24 @@ func extraBytes(m map[string][]string) int {
 const maxSpares = 64
 
 // procFixedBytes is a held process's heap beyond its strings: the proc,
-// and its slots in the maps and queues that index it.
-const procFixedBytes = 640 + 384
+// its parentView, and its slots in the maps and queues that index it
+// (measured: about 450 bytes a process, BenchmarkLiveProcesses100k in
+// pkg/agent).
+const procFixedBytes = 224 + 224
 
-// procBytes estimates what p holds.
+// procBytes estimates what p holds, less what it shares (j.shares,
+// j.results, j.argv: they charge themselves).
 func procBytes(p *proc) int {
 	in := &p.in
-	n := procFixedBytes
-	for _, s := range []string{in.ProcessID, in.ParentProcessID, in.Filename, in.ContainerID, in.PodUID,
-		in.Namespace, in.Pod, in.Container, in.Captured.Value, in.Captured.Claimed, string(in.Captured.Source), in.SessionRootID,
-		in.SPO.Value, in.SPO.Claimed, string(in.SPO.Source)} {
-		n += len(s)
+	n := procFixedBytes + len(in.ProcessID) + len(in.ParentProcessID) + len(in.Filename) + len(in.SessionRootID)
+	if keyLen(in.Argv...) > internMaxLen {
+		n += listBytes(in.Argv) // not shared (j.argv)
 	}
-	n += listBytes(in.Argv) + listBytes(in.Captured.Flags) + listBytes(in.SPO.Flags)
-	for i, im := range p.images {
-		if i == 0 {
-			n += sliceBytes + stringBytes*len(im) // its strings are the first exec's argv
-		} else {
-			n += listBytes(im)
-		}
+	if p.exit != nil {
+		n += 32 + 32 // exitInfo, and its exitq entry
+	}
+	for _, im := range p.images {
+		n += listBytes(im)
 	}
 	return n
 }
@@ -108,13 +107,13 @@ func procBytes(p *proc) int {
 // sizeProc re-estimates p after it changed.
 func (j *Joiner) sizeProc(p *proc) {
 	n := procBytes(p)
-	j.procBytes += n - p.size
-	p.size = n
+	j.procBytes += n - int(p.size)
+	p.size = int32(n)
 }
 
 // evictProcesses enforces MaxProcesses and MaxProcessBytes, oldest first.
 func (j *Joiner) evictProcesses() {
-	for len(j.procs) > j.cfg.MaxProcesses || j.procBytes > j.cfg.MaxProcessBytes {
+	for len(j.procs) > j.cfg.MaxProcesses || j.procsBytes() > j.cfg.MaxProcessBytes {
 		e, ok := j.procq.peek()
 		if !ok {
 			return
@@ -213,6 +212,6 @@ func (j *Joiner) spare(rs *recSet, q *queue, e qent) bool {
 		return false
 	}
 	rs.spares++
-	q.push(e.id, e.seq, e.t)
+	q.requeue(e)
 	return true
 }

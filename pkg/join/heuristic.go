@@ -120,7 +120,7 @@ func (j *Joiner) score(p *proc, rec *auditlog.ExecRecord, t time.Time) (candidat
 	if t.Before(rr.Add(-w)) || t.After(end.Add(w)) {
 		return candidate{}, false
 	}
-	base := argvScore(p.images, p.in.Filename, rec.Command, p.in.ArgvTruncated)
+	base := argvScore(p.imageList(), p.in.Filename, rec.Command, p.in.ArgvTruncated)
 	if base == 0 {
 		return candidate{}, false
 	}

@@ -1,6 +1,7 @@
 package join
 
 import (
+	"math"
 	"time"
 
 	"github.com/execid/correlator/pkg/vocab"
@@ -105,7 +106,8 @@ func bump(m map[string]int, k string, d int) bool {
 // are forgotten (the store keeps them).
 func (j *Joiner) Expire(now time.Time) []Update {
 	ttl := j.cfg.PendingTTL
-	for e, ok := j.pendq.peek(); ok && !now.Before(e.t.Add(ttl)); e, ok = j.pendq.peek() {
+	due := qtime(now.Add(-ttl)) // entries at or before due are past the TTL
+	for e, ok := j.pendq.peek(); ok && e.t <= due; e, ok = j.pendq.peek() {
 		j.pendq.pop()
 		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
 			if _, pending := j.pending[e.id]; pending {
@@ -118,7 +120,7 @@ func (j *Joiner) Expire(now time.Time) []Update {
 	// Emit the expirations before forgetting exited processes: a session
 	// that ran and exited within one TTL must still be flagged.
 	out := j.flush()
-	for e, ok := j.exitq.peek(); ok && !now.Before(e.t.Add(ttl)); e, ok = j.exitq.peek() {
+	for e, ok := j.exitq.peek(); ok && e.t <= due; e, ok = j.exitq.peek() {
 		j.exitq.pop()
 		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
 			j.removeProc(p)
@@ -136,16 +138,22 @@ func (j *Joiner) Expire(now time.Time) []Update {
 		}
 	}
 	j.compactQueues()
+	j.shrinkMaps()
 	return append(out, j.flush()...)
 }
 
 // expire stops p waiting: it leaves the pending set and the exec-root index.
+// Only a waiting result or an exec root reads expired: any other is
+// re-resolved (expired then) only when something it reads changes, so
+// the bulk of processes passing the TTL is not resolved again.
 func (j *Joiner) expire(p *proc) {
 	if p.expired {
 		return
 	}
 	p.expired = true
-	j.enqueue(p.in.ProcessID)
+	if p.res.waiting || p.res.execRoot {
+		j.enqueue(p.in.ProcessID)
+	}
 }
 
 // expireOldest makes room in the pending set by ending the oldest wait.
@@ -188,9 +196,7 @@ func (j *Joiner) live(rs *recSet) bool {
 func (j *Joiner) removeProc(p *proc) {
 	id := p.in.ProcessID
 	j.unindex(p)
-	if p.rootPod != "" {
-		removeFrom(j.rootsPod, p.rootPod, id)
-	}
+	j.setRoot(p, "")
 	if p.res.counted() {
 		if rs := j.recs[p.res.auditID]; rs != nil {
 			delete(rs.members, id)
@@ -202,7 +208,12 @@ func (j *Joiner) removeProc(p *proc) {
 	delete(j.deps, id)
 	delete(j.procs, id)
 	delete(j.dirtyProcs, id)
-	j.procBytes -= p.size
+	j.procBytes -= int(p.size)
+	j.disown(&p.in)
+	j.results.release(p.res)
+	if p.parent != nil {
+		j.results.release(p.parent.res)
+	}
 }
 
 // queue is a FIFO with lazy deletion: entries whose seq no longer matches
@@ -215,12 +226,29 @@ type queue struct {
 type qent struct {
 	id  string
 	seq uint64
-	t   time.Time
+	t   int64 // qtime: an entry is 32 bytes, not 48 with a time.Time
 }
 
 func (q *queue) push(id string, seq uint64, t time.Time) {
-	q.items = append(q.items, qent{id: id, seq: seq, t: t})
+	q.requeue(qent{id: id, seq: seq, t: qtime(t)})
 }
+
+func (q *queue) requeue(e qent) { q.items = append(q.items, e) }
+
+// qtime is t in Unix nanoseconds, clamped to what an int64 holds (the zero
+// time comes first). Queue deadlines thus follow the wall clock, as exit
+// times (the kernel's) always did.
+func qtime(t time.Time) int64 {
+	switch {
+	case t.Before(qtimeMin):
+		return math.MinInt64
+	case t.After(qtimeMax):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+var qtimeMin, qtimeMax = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
 
 // size is the number of entries, stale ones included.
 func (q *queue) size() int { return len(q.items) - q.head }
@@ -266,4 +294,44 @@ func (j *Joiner) compactQueues() {
 	heldRec := func(e qent) bool { rs := j.recs[e.id]; return rs != nil && rs.seq == e.seq }
 	j.recq.compact(len(j.recs), heldRec)
 	j.deniedq.compact(j.denied, func(e qent) bool { return heldRec(e) && j.recs[e.id].denied })
+}
+
+// bigMap is the size past which a map emptied or mostly emptied is made
+// anew: Go maps never give their buckets back, so after a burst (a pod's
+// 100,000 processes exiting) they would hold the burst's memory for good.
+const bigMap = 4096
+
+// emptied clears m, or replaces it if it was big.
+func emptied[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) > bigMap {
+		return map[K]V{}
+	}
+	clear(m)
+	return m
+}
+
+// shrunk copies m into a map of its size once it holds under a quarter of
+// its high-water mark, *peak, which it keeps.
+func shrunk[K comparable, V any](m map[K]V, peak *int) map[K]V {
+	n := len(m)
+	if n > *peak {
+		*peak = n
+	}
+	if *peak <= bigMap || n >= *peak/4 {
+		return m
+	}
+	*peak = n
+	out := make(map[K]V, n)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// shrinkMaps lets the long-lived maps shed what a burst left behind.
+func (j *Joiner) shrinkMaps() {
+	p := &j.peaks
+	j.procs, j.deps, j.ids = shrunk(j.procs, &p[0]), shrunk(j.deps, &p[1]), shrunk(j.ids, &p[2])
+	j.spoProcs, j.recs, j.pending = shrunk(j.spoProcs, &p[3]), shrunk(j.recs, &p[4]), shrunk(j.pending, &p[5])
+	j.orphans, j.recsPod, j.rootsPod = shrunk(j.orphans, &p[6]), shrunk(j.recsPod, &p[7]), shrunk(j.rootsPod, &p[8])
 }

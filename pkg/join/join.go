@@ -110,9 +110,14 @@ type Joiner struct {
 	stats                     Stats
 
 	intern    *interner
-	recBytes  int // estimated heap of held records, less what intern holds
-	procBytes int // estimated heap of held processes
-	denied    int // held records whose every request was refused
+	shares    *shares   // what held processes repeat, charged to processes
+	results   *results  // the processes' results, likewise
+	argv      *interner // the processes' argv, likewise
+	recBytes  int       // estimated heap of held records, less what intern holds
+	procBytes int       // estimated heap of held processes, less what they share
+	denied    int       // held records whose every request was refused
+
+	peaks [9]int // high-water marks of the maps shrinkMaps tends
 
 	work       []string
 	queued     map[string]struct{}
@@ -139,6 +144,9 @@ func New(cfg Config, log zerolog.Logger) (*Joiner, error) {
 		pending:    map[string]struct{}{},
 		orphans:    map[string]Exit{},
 		intern:     newInterner(),
+		shares:     newShares(),
+		results:    newResults(),
+		argv:       newInterner(),
 		queued:     map[string]struct{}{},
 		dirtyProcs: map[string]struct{}{},
 		dirtySess:  map[string]struct{}{},
@@ -155,8 +163,7 @@ func (j *Joiner) AddProcess(now time.Time, in Process) []Update {
 	p := j.procs[in.ProcessID]
 	if p == nil {
 		j.seq++
-		p = &proc{in: cloneProcess(in), added: now, seq: j.seq}
-		p.addImage(in)
+		p = &proc{in: j.own(&in), seq: j.seq, res: noResult}
 		j.procs[in.ProcessID] = p
 		j.procq.push(in.ProcessID, j.seq, now)
 		j.pendq.push(in.ProcessID, j.seq, now)
@@ -167,7 +174,8 @@ func (j *Joiner) AddProcess(now time.Time, in Process) []Update {
 		}
 	} else {
 		j.unindex(p)
-		p.merge(in)
+		j.setRoot(p, "") // the pod key may change; settle files p again
+		j.merge(p, &in)
 	}
 	j.sizeProc(p)
 	j.index(p)
@@ -196,6 +204,7 @@ func (j *Joiner) AddExit(now time.Time, e Exit) []Update {
 		return nil
 	}
 	if p.setExit(e) {
+		j.sizeProc(p)
 		j.exitq.push(e.ProcessID, p.seq, e.Time)
 		j.dirtyProcs[e.ProcessID] = struct{}{}
 	}
@@ -228,7 +237,7 @@ func (j *Joiner) AddRecord(now time.Time, rec auditlog.ExecRecord) []Update {
 func (j *Joiner) Stats() Stats {
 	s := j.stats
 	s.Processes, s.Pending, s.Records = len(j.procs), len(j.pending), len(j.recs)
-	s.RecordBytes, s.ProcessBytes, s.DeniedRecords = j.recBytes+j.intern.bytes, j.procBytes, j.denied
+	s.RecordBytes, s.ProcessBytes, s.DeniedRecords = j.recBytes+j.intern.bytes, j.procsBytes(), j.denied
 	return s
 }
 
@@ -248,6 +257,11 @@ func (j *Joiner) Session(auditID string) (Session, bool) {
 		return Session{}, false
 	}
 	return rs.output(), true
+}
+
+// procsBytes estimates the heap the processes hold, shared values included.
+func (j *Joiner) procsBytes() int {
+	return j.procBytes + j.shares.bytes + j.results.bytes + j.argv.bytes
 }
 
 // enqueue schedules a process for re-resolution in the current settle.
@@ -287,6 +301,12 @@ func (j *Joiner) enqueueRecord(id string) {
 func (j *Joiner) settle() {
 	// Results only copy along acyclic lineage, but guard against bad input.
 	budget := 4*len(j.procs) + 1024
+	defer func(start int) {
+		if start-budget > bigMap {
+			// A Go map keeps its buckets when emptied: let a big one go.
+			j.queued, j.work = map[string]struct{}{}, nil
+		}
+	}(budget)
 	for len(j.work) > 0 && budget > 0 {
 		budget--
 		id := j.work[0]
@@ -298,13 +318,14 @@ func (j *Joiner) settle() {
 		}
 		res := j.resolve(p)
 		j.track(p, res)
-		if res.equal(&p.res) {
+		if res.equal(&p.res.result) {
 			continue
 		}
 		old := p.res
-		p.res = res
+		p.res = j.results.acquire(&res)
 		j.dirtyProcs[id] = struct{}{}
-		j.moveSession(p, &old, &res)
+		j.moveSession(p, &old.result, &res)
+		j.results.release(old)
 		for d := range j.deps[id] {
 			j.enqueue(d)
 		}
@@ -334,7 +355,6 @@ func (j *Joiner) flush() []Update {
 			out = append(out, Update{Process: &ap})
 		}
 	}
-	clear(j.dirtyProcs)
-	clear(j.dirtySess)
+	j.dirtyProcs, j.dirtySess = emptied(j.dirtyProcs), emptied(j.dirtySess)
 	return out
 }

@@ -11,21 +11,47 @@ import (
 
 // proc is one process held by the joiner.
 type proc struct {
-	in      Process
-	images  [][]string // argv of every exec of this process, for scoring
-	added   time.Time  // arrival, for the pending TTL
+	in procInfo
+	// images holds the argv of every exec of this process, for scoring,
+	// once a re-exec brought a second one; until then it is nil and the
+	// one image is in.Argv (see imageList).
+	images  [][]string
 	seq     uint64
-	res     result
-	expired bool // the pending TTL ran out
-	rootPod string
-	size    int // estimated heap, for MaxProcessBytes
+	exit    *exitInfo     // nil while running
+	res     *sharedResult // never nil; never written to
+	size    int32         // estimated heap, for MaxProcessBytes
+	expired bool          // the pending TTL ran out
+	rootPod bool          // indexed in rootsPod under podKey(in.Namespace, in.Pod)
 	// parent is the parent as last seen, so a child keeps what it inherited
 	// after the parent leaves memory.
 	parent *parentView
 }
 
+type exitInfo struct {
+	time time.Time
+	code int
+}
+
+// procInfo is the joiner's copy of a Process's inputs, with the same field
+// names. What a container's or a session's processes all repeat (pod
+// identity, the audit ID key's evidence, the SPO key) is in one shared
+// procShared: a held process costs a fraction of a Process.
+type procInfo struct {
+	ProcessID       string
+	ParentProcessID string
+	SessionRootID   string
+	Filename        string
+	Argv            []string // shared (j.argv) or the joiner's own; never written to
+	Start, ExecTime time.Time
+	PID, PPID, UID  uint32
+	ArgvTruncated   bool
+	*procShared     // never nil; never written to
+}
+
+// parentView holds a reference to the parent's shared result (released
+// with the child: see Joiner.setParent).
 type parentView struct {
-	res         result
+	res         *sharedResult
 	containerID string
 }
 
@@ -55,14 +81,42 @@ func (r *result) flag(f string) {
 	}
 }
 
-func cloneProcess(in Process) Process {
-	in.Argv = slices.Clone(in.Argv)
-	in.Captured.Flags = slices.Clone(in.Captured.Flags)
-	in.SPO.Flags = slices.Clone(in.SPO.Flags)
-	return in
+// own makes the joiner's copy of in: argv and the repeated fields are
+// shared (j.argv, j.shares), so nothing aliases the caller's slices.
+func (j *Joiner) own(in *Process) procInfo {
+	argv := in.Argv
+	j.argv.list(&argv)
+	return procInfo{
+		ProcessID: in.ProcessID, ParentProcessID: in.ParentProcessID, SessionRootID: in.SessionRootID,
+		Filename: in.Filename, Argv: argv, ArgvTruncated: in.ArgvTruncated,
+		Start: in.Start, ExecTime: in.ExecTime, PID: in.PID, PPID: in.PPID, UID: in.UID,
+		procShared: j.shares.acquire(&sharedFields{ContainerID: in.ContainerID, PodUID: in.PodUID,
+			Namespace: in.Namespace, Pod: in.Pod, Container: in.Container, Captured: in.Captured, SPO: in.SPO}),
+	}
 }
 
-func (p *proc) addImage(in Process) {
+// disown undoes own: in's shared values lose a user.
+func (j *Joiner) disown(in *procInfo) {
+	if len(in.Argv) > 0 {
+		j.argv.key('l', in.Argv...)
+		j.argv.release()
+	}
+	j.shares.release(in.procShared)
+}
+
+// imageList returns the argv of every exec of p (see proc.images).
+func (p *proc) imageList() [][]string {
+	if p.images == nil {
+		return [][]string{stripSPOPrefix(p.in.Argv)}
+	}
+	return p.images
+}
+
+func (p *proc) addImage(in *Process) {
+	if p.images == nil {
+		// The first image shares the held argv, which is never written to.
+		p.images = [][]string{stripSPOPrefix(p.in.Argv)}
+	}
 	argv := stripSPOPrefix(in.Argv)
 	for _, im := range p.images {
 		if slices.Equal(im, argv) {
@@ -74,8 +128,10 @@ func (p *proc) addImage(in Process) {
 
 // merge folds a re-exec of the same process in. The later exec's image and
 // IDs win; ties keep what is held so the result is order-independent.
-func (p *proc) merge(in Process) {
+func (j *Joiner) merge(p *proc, in *Process) {
 	p.addImage(in)
+	// Every image is a candidate argv; keep them ordered for determinism.
+	slices.SortFunc(p.images, slices.Compare)
 	start := p.in.Start
 	if start.IsZero() || (!in.Start.IsZero() && in.Start.Before(start)) {
 		start = in.Start
@@ -84,47 +140,54 @@ func (p *proc) merge(in Process) {
 	// the root's own process) is still the root: the kernel found the ID
 	// in the environment the runtime gave this very process, and its later
 	// image reads the same ID back from the process's own lineage.
-	root := sameRootID(&p.in, &in) || sameRootID(&in, &p.in)
-	if in.ExecTime.After(p.in.ExecTime) ||
-		(in.ExecTime.Equal(p.in.ExecTime) && lessProcess(&in, &p.in)) {
-		p.in = cloneProcess(in)
-	}
-	if root {
-		p.in.Captured.Source = vocab.SourceEnv
+	root := sameRootID(&p.in.Captured, &in.Captured) || sameRootID(&in.Captured, &p.in.Captured)
+	if in.ExecTime.After(p.in.ExecTime) || (in.ExecTime.Equal(p.in.ExecTime) && lessExec(in, &p.in)) {
+		next := *in
+		if root {
+			next.Captured.Source = vocab.SourceEnv
+		}
+		next.Start = start
+		old := p.in
+		p.in = j.own(&next)
+		j.disown(&old)
+		return
 	}
 	p.in.Start = start
-	// Every image is a candidate argv; keep them ordered for determinism.
-	slices.SortFunc(p.images, slices.Compare)
+	if root && p.in.Captured.Source != vocab.SourceEnv {
+		f := p.in.sharedFields
+		f.Captured.Source = vocab.SourceEnv
+		old := p.in.procShared
+		p.in.procShared = j.shares.acquire(&f)
+		j.shares.release(old)
+	}
 }
 
 // sameRootID reports whether a was its process's session root (the ID from
 // the environment, no root flag against it) and b carries the same ID.
-func sameRootID(a, b *Process) bool {
-	c := &a.Captured
-	return c.Source == vocab.SourceEnv && c.Value != "" && c.Value == b.Captured.Value &&
-		!slices.Contains(c.Flags, vocab.FlagRootUnverified) && !slices.Contains(c.Flags, vocab.FlagRootIndirect)
+func sameRootID(a, b *capture.KeyValue) bool {
+	return a.Source == vocab.SourceEnv && a.Value != "" && a.Value == b.Value &&
+		!slices.Contains(a.Flags, vocab.FlagRootUnverified) && !slices.Contains(a.Flags, vocab.FlagRootIndirect)
 }
 
-// lessProcess orders two execs with the same time by their content, so the
-// kept one does not depend on arrival order.
-func lessProcess(a, b *Process) bool {
-	if c := slices.Compare(a.Argv, b.Argv); c != 0 {
+// lessExec orders an exec against the held one with the same time by their
+// content, so the kept one does not depend on arrival order.
+func lessExec(in *Process, held *procInfo) bool {
+	if c := slices.Compare(in.Argv, held.Argv); c != 0 {
 		return c < 0
 	}
-	return a.Captured.Value+a.SPO.Value < b.Captured.Value+b.SPO.Value
+	return in.Captured.Value+in.SPO.Value < held.Captured.Value+held.SPO.Value
 }
 
 // setExit records an exit once; it reports whether anything changed.
 func (p *proc) setExit(e Exit) bool {
-	if !p.in.Exit.IsZero() {
+	if p.exited() {
 		return false
 	}
-	code := e.Code
-	p.in.Exit, p.in.ExitCode = e.Time, &code
+	p.exit = &exitInfo{time: e.Time, code: e.Code}
 	return true
 }
 
-func (p *proc) exited() bool { return !p.in.Exit.IsZero() }
+func (p *proc) exited() bool { return p.exit != nil && !p.exit.time.IsZero() }
 
 // startTime is the best known start of the process.
 func (p *proc) startTime() time.Time {
@@ -147,15 +210,19 @@ func (p *proc) captureFlags() []string {
 // (AuditID), which would put a forged root's commands under the victim's
 // user.
 func (p *proc) output() Process {
-	out := p.in
-	out.Argv = slices.Clone(p.in.Argv)
-	out.Captured, out.SPO = capture.KeyValue{}, capture.KeyValue{}
-	out.Source, out.SPOExecRequestUID = p.in.Captured.Source, p.in.SPO.Value
-	out.Attribution, out.AuditID, out.Confidence = p.res.attr, p.res.auditID, p.res.confidence
-	out.Candidates = slices.Clone(p.res.candidates)
-	out.ClaimedAuditID = p.in.Captured.Claimed
+	in := &p.in
+	out := Process{
+		Exec: capture.Exec{ProcessID: in.ProcessID, ParentProcessID: in.ParentProcessID,
+			PID: in.PID, PPID: in.PPID, UID: in.UID, Filename: in.Filename, Argv: slices.Clone(in.Argv),
+			ArgvTruncated: in.ArgvTruncated, ContainerID: in.ContainerID, PodUID: in.PodUID,
+			SessionRootID: in.SessionRootID},
+		Namespace: in.Namespace, Pod: in.Pod, Container: in.Container, Start: in.Start, ExecTime: in.ExecTime,
+		Source: in.Captured.Source, SPOExecRequestUID: in.SPO.Value,
+		Attribution: p.res.attr, AuditID: p.res.auditID, Confidence: p.res.confidence,
+		Candidates: slices.Clone(p.res.candidates), ClaimedAuditID: in.Captured.Claimed,
+	}
 	if out.Attribution == vocab.AttributionNone {
-		if claim := cmp.Or(p.in.Captured.Value, p.res.auditID); claim != "" {
+		if claim := cmp.Or(in.Captured.Value, p.res.auditID); claim != "" {
 			out.ClaimedAuditID = claim
 		}
 		out.AuditID = ""
@@ -166,9 +233,9 @@ func (p *proc) output() Process {
 	if out.Flags == nil {
 		out.Flags = []string{}
 	}
-	if p.in.ExitCode != nil {
-		c := *p.in.ExitCode
-		out.ExitCode = &c
+	if p.exit != nil {
+		c := p.exit.code
+		out.Exit, out.ExitCode = p.exit.time, &c
 	}
 	return out
 }

@@ -153,9 +153,14 @@ func (j *Joiner) vouched(p *proc, id string) bool {
 func (j *Joiner) parentOf(p *proc) *parentView {
 	if par := j.procs[p.in.ParentProcessID]; par != nil && par != p {
 		if p.parent == nil {
-			p.parent = &parentView{}
+			p.parent = &parentView{res: noResult}
 		}
-		p.parent.res, p.parent.containerID = par.res, par.in.ContainerID
+		if p.parent.res != par.res {
+			j.results.retain(par.res)
+			j.results.release(p.parent.res)
+			p.parent.res = par.res
+		}
+		p.parent.containerID = par.in.ContainerID
 	}
 	return p.parent
 }
@@ -199,16 +204,25 @@ func (j *Joiner) track(p *proc, res result) {
 	if res.execRoot && !p.expired {
 		pk = podKey(p.in.Namespace, p.in.Pod)
 	}
-	if pk == p.rootPod {
+	j.setRoot(p, pk)
+}
+
+// setRoot files p in the exec-root index under pk ("": under none).
+func (j *Joiner) setRoot(p *proc, pk string) {
+	cur := ""
+	if p.rootPod {
+		cur = podKey(p.in.Namespace, p.in.Pod)
+	}
+	if pk == cur {
 		return
 	}
-	if p.rootPod != "" {
-		removeFrom(j.rootsPod, p.rootPod, id)
+	if cur != "" {
+		removeFrom(j.rootsPod, cur, p.in.ProcessID)
 	}
 	if pk != "" {
-		addTo(j.rootsPod, pk, id)
+		addTo(j.rootsPod, pk, p.in.ProcessID)
 	}
-	p.rootPod = pk
+	p.rootPod = pk != ""
 }
 
 // moveSession updates session membership and the claimed counts when a

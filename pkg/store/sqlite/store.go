@@ -33,7 +33,10 @@ type Config struct {
 	BusyTimeout time.Duration
 	// ReadConns is the size of the query-only connection pool.
 	ReadConns int
-	// CacheKiB is SQLite's page cache per connection, in KiB.
+	// CacheKiB is SQLite's page cache per connection, in KiB. It is held
+	// outside the Go heap (and outside GOMEMLIMIT) until the connection
+	// closes, by each of the ReadConns+1 connections; the OS page cache
+	// serves what it misses.
 	CacheKiB int
 	// DefaultLimit is the page size of a query without a Limit; MaxLimit
 	// caps a query's Limit.
@@ -50,7 +53,7 @@ func DefaultConfig() Config {
 	return Config{
 		BusyTimeout:         10 * time.Second,
 		ReadConns:           4,
-		CacheKiB:            32 << 10,
+		CacheKiB:            4 << 10,
 		DefaultLimit:        100,
 		MaxLimit:            1000,
 		SessionProcessLimit: 10000,
