@@ -119,7 +119,8 @@ type Agent struct {
 
 	auditBytes atomic.Int64 // estimated heap of the queued audit batches
 
-	stats atomic.Pointer[lossStats] // the run loop's latest snapshot, for scrapes
+	stats   atomic.Pointer[lossStats] // the run loop's latest snapshot, for scrapes
+	release memoryRelease             // owned by the run loop
 
 	alerter       Alerter
 	outlet        AlertOutlet

@@ -323,9 +323,8 @@ func BenchmarkLiveProcesses100k(b *testing.B) {
 		runtime.ReadMemStats(&ms)
 		b.ReportMetric(float64(rssBytes(b))/(1<<20), "exited-RSS-MiB")
 		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "exited-heap-MiB")
-		// The runtime keeps freed pages until its scavenger returns them,
-		// which it does after its next GC cycles (at the latest the
-		// periodic one, two minutes on): this is where RSS then settles.
+		// The agent handed the freed pages back itself (memoryRelease)
+		// when the joiner let go; this is where RSS would settle anyway.
 		debug.FreeOSMemory()
 		b.ReportMetric(float64(rssBytes(b))/(1<<20), "exited-released-RSS-MiB")
 	}

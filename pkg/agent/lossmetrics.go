@@ -19,7 +19,9 @@ type lossStats struct {
 // the merger are not safe for concurrent use, and scrapes come from
 // elsewhere.
 func (a *Agent) publishStats() {
-	a.stats.Store(&lossStats{join: a.joiner.Stats(), merger: a.merger.Stats().Evicted, labels: a.labels.shed()})
+	st := a.joiner.Stats()
+	a.release.observe(st) // before the snapshot: whoever waits on it sees the pages returned
+	a.stats.Store(&lossStats{join: st, merger: a.merger.Stats().Evicted, labels: a.labels.shed()})
 }
 
 // joinCollector exports what the join let go of: entries evicted by its
