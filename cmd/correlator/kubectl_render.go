@@ -106,3 +106,34 @@ func renderAlerts(w io.Writer, a cluster.Answer[cluster.Alert]) error {
 	}
 	return tw.Flush()
 }
+
+func renderWhoIn(w io.Writer, a cluster.WhoInAnswer, wide bool) error {
+	where := "in any namespace"
+	if a.Namespace != "" {
+		where = "in namespace " + a.Namespace
+	}
+	fmt.Fprintf(w, "Pods %s matching %s: %d\n", where, a.Selector, len(a.Pods))
+	if len(a.Items) == 0 {
+		fmt.Fprintln(w, "No exec sessions recorded.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STARTED\tUSER\tNAMESPACE/POD\tCONTAINER\tNODE\tPROCS\tCODE\tAUDIT-ID\tCOMMAND")
+	for i := range a.Items {
+		s := &a.Items[i]
+		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\t%d\t%d\t%s\t%s\n", rfc3339(s.RequestReceivedTimestamp),
+			effectiveUser(&s.ExecRecord), s.Namespace, s.Pod, orDash(s.Container), nodes(s.Nodes), s.ProcessCount, s.Code,
+			s.AuditID, short(strings.Join(s.Command, " "), 60))
+		if !wide {
+			continue
+		}
+		for j := range s.Processes {
+			p := &s.Processes[j]
+			fmt.Fprintf(tw, "    %s pid %d: %s (%s)\n", rfc3339(startOf(p)), p.PID, argv(p, 80), orDash(string(p.Attribution)))
+		}
+	}
+	if a.Truncated {
+		fmt.Fprintln(tw, "(more sessions: raise --limit or narrow with --since)")
+	}
+	return tw.Flush()
+}

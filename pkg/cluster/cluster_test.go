@@ -43,8 +43,8 @@ func cluster3(t *testing.T) *apiserverDouble {
 		sess("b1", "prod", "web-1", "alice", 2), sess("replayed", "prod", "web-1", "eve", 9), shared,
 	}, alerts: []store.Alert{{ID: "x2", Time: t0.Add(time.Minute), Rule: "shell"}}}, "", corev1.URISchemeHTTPS)
 	d.addAgent("node-c", nil, "", corev1.URISchemeHTTP)
-	d.addPod("prod", "web-0", "node-a")
-	d.addPod("prod", "web-1", "node-b")
+	d.addPod("prod", "web-0", "node-a", "app=web", "track=stable")
+	d.addPod("prod", "web-1", "node-b", "app=web", "track=canary")
 	return d
 }
 

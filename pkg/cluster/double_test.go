@@ -79,9 +79,15 @@ func (d *apiserverDouble) addAgent(node string, st *nodeStore, phase corev1.PodP
 	}
 }
 
-// addPod adds a workload pod.
-func (d *apiserverDouble) addPod(ns, name, node string) {
-	d.pods = append(d.pods, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+// addPod adds a workload pod with labels ("key=value"); node "" is a
+// pod not scheduled yet.
+func (d *apiserverDouble) addPod(ns, name, node string, lbls ...string) {
+	set := map[string]string{}
+	for _, l := range lbls {
+		k, v, _ := strings.Cut(l, "=")
+		set[k] = v
+	}
+	d.pods = append(d.pods, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: set},
 		Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
 }
 
@@ -102,6 +108,8 @@ func (d *apiserverDouble) serve(w http.ResponseWriter, r *http.Request) {
 			l.Items = append(l.Items, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})
 		}
 		writeObj(w, &l)
+	case r.URL.Path == "/api/v1/pods": // every namespace
+		d.listPods(w, r, "")
 	case len(parts) == 5 && parts[4] == "pods": // api/v1/namespaces/NS/pods
 		d.listPods(w, r, parts[3])
 	case len(parts) == 6 && parts[4] == "pods": // .../pods/NAME
@@ -133,6 +141,8 @@ func (d *apiserverDouble) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// listPods lists the pods in ns ("": every namespace) that match the
+// labelSelector and fieldSelector, as kube-apiserver does.
 func (d *apiserverDouble) listPods(w http.ResponseWriter, r *http.Request, ns string) {
 	ls, err := labels.Parse(r.URL.Query().Get("labelSelector"))
 	if err != nil {
@@ -146,7 +156,7 @@ func (d *apiserverDouble) listPods(w http.ResponseWriter, r *http.Request, ns st
 	}
 	l := corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
 	for _, p := range d.pods {
-		if p.Namespace == ns && ls.Matches(labels.Set(p.Labels)) && fs.Matches(fields.Set{"spec.nodeName": p.Spec.NodeName}) {
+		if (ns == "" || p.Namespace == ns) && ls.Matches(labels.Set(p.Labels)) && fs.Matches(fields.Set{"spec.nodeName": p.Spec.NodeName}) {
 			l.Items = append(l.Items, p)
 		}
 	}

@@ -137,9 +137,14 @@ func (c *Client) Session(ctx context.Context, auditID string) (Answer[SessionVie
 // Alerts asks every agent for alerts matching q (rule, severity,
 // auditID, since, until) and merges them, newest first, at most limit.
 func (c *Client) Alerts(ctx context.Context, q url.Values, limit int) (Answer[Alert], error) {
+	return c.alerts(ctx, q, limit, nil)
+}
+
+// alerts is Alerts keeping only the alerts keep accepts (nil: all).
+func (c *Client) alerts(ctx context.Context, q url.Values, limit int, keep func(*store.Alert) bool) (Answer[Alert], error) {
 	limit = cmp.Or(limit, 100)
 	res, ans, err := fanOutAll(ctx, c, func(ctx context.Context, a Agent) ([]Alert, error) {
-		items, err := pages[store.Alert](ctx, c, a, "api/v1/alerts", q, limit)
+		items, err := pagesWhere(ctx, c, a, "api/v1/alerts", q, limit, keep)
 		out := make([]Alert, len(items))
 		for i := range items {
 			out[i] = Alert{Nodes: []string{a.Node}, Alert: items[i]}
@@ -179,15 +184,31 @@ func (c *Client) nodeSessions(ctx context.Context, a Agent, q url.Values, limit 
 
 // pages follows an agent's cursors until it has limit items or no more.
 func pages[T any](ctx context.Context, c *Client, a Agent, path string, q url.Values, limit int) ([]T, error) {
+	return pagesWhere[T](ctx, c, a, path, q, limit, nil)
+}
+
+// pagesWhere is pages keeping only the items keep accepts (nil: all); it
+// reads whole pages then, as most items may be left out, until it has
+// limit items, the agent has no more, or the node's time is up.
+func pagesWhere[T any](ctx context.Context, c *Client, a Agent, path string, q url.Values, limit int,
+	keep func(*T) bool) ([]T, error) {
 	q = cloneValues(q)
 	var out []T
 	for len(out) < limit {
-		q.Set("limit", strconv.Itoa(min(limit-len(out), maxPage)))
+		n := maxPage
+		if keep == nil {
+			n = min(limit-len(out), maxPage)
+		}
+		q.Set("limit", strconv.Itoa(n))
 		var p api.Page[T]
 		if err := c.get(ctx, a, path, q, &p); err != nil {
 			return nil, err
 		}
-		out = append(out, p.Items...)
+		for i := range p.Items {
+			if keep == nil || keep(&p.Items[i]) {
+				out = append(out, p.Items[i])
+			}
+		}
 		if p.NextCursor == "" || len(p.Items) == 0 {
 			break
 		}

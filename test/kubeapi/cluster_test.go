@@ -81,9 +81,13 @@ func startCluster(t *testing.T) *testCluster {
 	}
 
 	createNamespace(t, s, "shop")
-	for _, n := range []struct{ pod, node, ip string }{{"web-0", "node-a", "192.0.2.20"}, {"web-1", "node-b", "192.0.2.21"}} {
+	createNamespace(t, s, "blog")
+	for _, n := range []struct{ ns, pod, node, ip string }{
+		{"shop", "web-0", "node-a", "192.0.2.20"}, {"shop", "web-1", "node-b", "192.0.2.21"},
+		{"blog", "web-2", "node-a", "192.0.2.22"}, {"shop", "db-0", "node-b", "192.0.2.23"},
+	} {
 		runPod(t, s, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: n.pod, Namespace: "shop"},
+			ObjectMeta: metav1.ObjectMeta{Name: n.pod, Namespace: n.ns, Labels: podLabels[n.ns+"/"+n.pod]},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/shop:1"}}},
 		}, n.node, n.ip)
 	}

