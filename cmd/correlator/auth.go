@@ -13,7 +13,6 @@ import (
 	"github.com/execid/correlator/pkg/authn"
 )
 
-
 // anyAuth accepts a request that any of its authenticators accepts; a
 // forbidden answer stops the search, so a valid but unauthorised
 // Kubernetes token is refused, not retried against the token file.
