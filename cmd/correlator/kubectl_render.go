@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/execid/correlator/pkg/cluster"
+	"github.com/execid/correlator/pkg/join"
 )
 
 // Rendering of the plugin's answers: pure, kubectl-style tables.
@@ -60,20 +61,11 @@ func renderWho(w io.Writer, a cluster.WhoAnswer, wide bool) error {
 			fmt.Fprintf(tw, "\t%s", nodes(s.Nodes))
 		}
 		fmt.Fprintf(tw, "\t%s\n", short(strings.Join(s.Command, " "), 60))
-		if !wide {
-			continue
-		}
-		// Lines without a tab are not cells: they leave the columns as
-		// they are.
-		for j := range s.Processes {
-			p := &s.Processes[j]
-			fmt.Fprintf(tw, "    %s pid %d: %s (%s)\n", rfc3339(startOf(p)), p.PID, argv(p, 80), orDash(string(p.Attribution)))
+		if wide {
+			writeProcessLines(tw, s.Processes)
 		}
 	}
-	if a.Truncated {
-		fmt.Fprintln(tw, "(more sessions: raise --limit or narrow with --since)")
-	}
-	return tw.Flush()
+	return flushSessions(tw, a.Truncated)
 }
 
 func renderClusterSession(w io.Writer, a cluster.Answer[cluster.SessionView]) error {
@@ -124,15 +116,25 @@ func renderWhoIn(w io.Writer, a cluster.WhoInAnswer, wide bool) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\t%d\t%d\t%s\t%s\n", rfc3339(s.RequestReceivedTimestamp),
 			effectiveUser(&s.ExecRecord), s.Namespace, s.Pod, orDash(s.Container), nodes(s.Nodes), s.ProcessCount, s.Code,
 			s.AuditID, short(strings.Join(s.Command, " "), 60))
-		if !wide {
-			continue
-		}
-		for j := range s.Processes {
-			p := &s.Processes[j]
-			fmt.Fprintf(tw, "    %s pid %d: %s (%s)\n", rfc3339(startOf(p)), p.PID, argv(p, 80), orDash(string(p.Attribution)))
+		if wide {
+			writeProcessLines(tw, s.Processes)
 		}
 	}
-	if a.Truncated {
+	return flushSessions(tw, a.Truncated)
+}
+
+// writeProcessLines lists a session's processes under its row (-o wide).
+// Lines without a tab are not cells: they leave the columns as they are.
+func writeProcessLines(tw *tabwriter.Writer, ps []join.Process) {
+	for j := range ps {
+		p := &ps[j]
+		fmt.Fprintf(tw, "    %s pid %d: %s (%s)\n", rfc3339(startOf(p)), p.PID, argv(p, 80), orDash(string(p.Attribution)))
+	}
+}
+
+// flushSessions ends a session table, saying when there were more.
+func flushSessions(tw *tabwriter.Writer, truncated bool) error {
+	if truncated {
 		fmt.Fprintln(tw, "(more sessions: raise --limit or narrow with --since)")
 	}
 	return tw.Flush()
