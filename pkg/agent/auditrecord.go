@@ -15,14 +15,14 @@ func AuditRecord(ev *auditlog.Event) (store.AuditRecord, error) {
 	if err != nil {
 		return store.AuditRecord{}, fmt.Errorf("encoding audit stage %s/%s: %w", ev.AuditID, ev.Stage, err)
 	}
-	return store.AuditRecord{AuditID: ev.AuditID, Stage: ev.Stage, StageTimestamp: ev.StageTimestamp.Time, Event: raw}, nil
+	return store.AuditRecord{AuditID: ev.RecordID(), Stage: ev.Stage, StageTimestamp: ev.StageTimestamp.Time, Event: raw}, nil
 }
 
 func (a *Agent) auditRecord(ev *auditlog.Event) store.AuditRecord {
 	r, err := AuditRecord(ev)
 	if err != nil {
 		a.log.Warn().Err(err).Msg("keeping audit stage")
-		r = store.AuditRecord{AuditID: ev.AuditID, Stage: ev.Stage, StageTimestamp: ev.StageTimestamp.Time}
+		r = store.AuditRecord{AuditID: ev.RecordID(), Stage: ev.Stage, StageTimestamp: ev.StageTimestamp.Time}
 	}
 	return r
 }

@@ -58,6 +58,12 @@ type Event struct {
 	Metadata  *eventV1beta1 `json:"metadata,omitempty"`
 
 	legacy bool // read from the legacy text format
+	// decision is the authorization outcome a vendor shape gives outside
+	// the annotations (GKE's authorizationInfo); the annotation wins.
+	decision string
+	// missingID: the event came without an auditID; AuditID holds the
+	// Merger's synthetic key.
+	missingID bool
 }
 
 type eventV1beta1 struct {

@@ -3,6 +3,7 @@ package auditlog
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -188,5 +189,35 @@ func FuzzWebhookBody(f *testing.F) {
 		if requests != 1 || refused != map[bool]float64{true: 1}[rec.Code != http.StatusOK] {
 			t.Fatalf("status %d counted as %v requests, %v refusals", rec.Code, requests, refused)
 		}
+	})
+}
+
+// FuzzGKE drives the GKE LogEntry and Pub/Sub decoders: they never panic,
+// only Kubernetes entries become events, a Pub/Sub payload survives a
+// re-encoding, and the Parser agrees with them.
+func FuzzGKE(f *testing.F) {
+	f.Add([]byte(gkeExec))
+	f.Add([]byte(`{"message":{"data":"` + base64.StdEncoding.EncodeToString([]byte(gkeExec)) + `"}}`))
+	f.Add([]byte(`{"protoPayload":{"methodName":"io.k8s.core.v1.pods.exec.get","resourceName":"core/v1/namespaces/a/pods/b/exec?command=sh"},"operation":{"last":true}}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		ev, err := parseGKEEntry(in)
+		if err == nil {
+			if strings.Contains(ev.Verb, ".") || (ev.ObjectRef != nil && ev.ObjectRef.Resource == "") {
+				t.Fatalf("entry decoded to %+v", ev.ObjectRef)
+			}
+			if IsStreaming(&ev) {
+				if r := newRecord(&ev); r.Pod != ev.ObjectRef.Name {
+					t.Fatalf("record pod %q, ref %q", r.Pod, ev.ObjectRef.Name)
+				}
+			}
+		}
+		if payload, ok, err := decodePubSub(in); ok && err == nil {
+			env, _ := json.Marshal(map[string]any{"message": map[string]string{"data": base64.StdEncoding.EncodeToString(payload)}})
+			if back, ok, err := decodePubSub(env); !ok || err != nil || !bytes.Equal(back, bytes.TrimPrefix(payload, utf8BOM)) {
+				t.Fatalf("payload %q did not survive re-encoding: %q %v %v", payload, back, ok, err)
+			}
+		}
+		p := NewParser(1 << 20)
+		checkParserInvariants(t, p, p.ParseLine(in))
 	})
 }

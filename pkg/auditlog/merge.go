@@ -62,10 +62,13 @@ type entry struct {
 // auditID but different keys are different requests.
 type requestKey struct {
 	uri, verb, user, namespace, name, subresource string
+	// missing keeps an ID-less request apart from one whose client chose
+	// its synthetic key as Audit-ID.
+	missing bool
 }
 
 func keyOf(ev *Event) requestKey {
-	k := requestKey{uri: ev.RequestURI, verb: ev.Verb, user: ev.User.Username}
+	k := requestKey{uri: ev.RequestURI, verb: ev.Verb, user: ev.User.Username, missing: ev.missingID}
 	if ev.ObjectRef != nil {
 		k.namespace, k.name, k.subresource = ev.ObjectRef.Namespace, ev.ObjectRef.Name, ev.ObjectRef.Subresource
 	}
@@ -80,12 +83,18 @@ func NewMerger(cfg MergerConfig) *Merger {
 	return &Merger{max: cfg.MaxRecords, cfg: cfg, byID: map[string][]*entry{}}
 }
 
-// Add applies one event. Non-streaming events are ignored.
+// Add applies one event. Non-streaming events are ignored. An event
+// without an auditID is filed under its SyntheticAuditID and flagged
+// missing_audit_id, so ID-less requests are kept apart, not merged or
+// reported as conflicting with each other.
 func (m *Merger) Add(ev Event) AddResult {
 	var res AddResult
 	if !IsStreaming(&ev) {
 		m.stats.Ignored++
 		return res
+	}
+	if ev.AuditID == "" {
+		ev.AuditID, ev.missingID = syntheticID(&ev), true
 	}
 	key := keyOf(&ev)
 	entries := m.byID[ev.AuditID]

@@ -189,6 +189,10 @@ type envelope struct {
 	Records    json.RawMessage `json:"records"`
 	LogEvents  json.RawMessage `json:"logEvents"`
 	Properties json.RawMessage `json:"properties"`
+	// GKE: a Cloud Logging LogEntry, or a Pub/Sub message carrying one.
+	ProtoPayload json.RawMessage `json:"protoPayload"`
+	Message      json.RawMessage `json:"message"`
+	Data         json.RawMessage `json:"data"`
 }
 
 func (p *Parser) value(raw []byte, depth int) {
@@ -232,6 +236,10 @@ func (p *Parser) value(raw []byte, depth int) {
 		p.aksRecords(env.Records, depth)
 	case isArray(env.LogEvents):
 		p.cloudWatch(env.LogEvents)
+	case isGKEEntry(env.ProtoPayload):
+		p.gke(raw)
+	case isObject(env.Message) || isString(env.Data):
+		p.pubSub(raw, depth)
 	default:
 		p.decodeEvent(raw)
 	}
@@ -330,6 +338,16 @@ func syntaxReason(err error) Reason {
 		return ReasonTruncated
 	}
 	return ReasonMalformedJSON
+}
+
+func isObject(b json.RawMessage) bool {
+	b = trimSpace(b)
+	return len(b) > 0 && b[0] == '{'
+}
+
+func isString(b json.RawMessage) bool {
+	b = trimSpace(b)
+	return len(b) > 0 && b[0] == '"'
 }
 
 func isArray(b json.RawMessage) bool {

@@ -132,7 +132,7 @@ func newRecord(ev *Event) *ExecRecord {
 	if r.Subresource == SubresourceEphemeralContainers {
 		r.applyEphemeral(ev.RequestObject)
 	}
-	if ev.AuditID == "" {
+	if ev.AuditID == "" || ev.missingID {
 		r.addFlag(vocab.FlagMissingAuditID)
 	}
 	if ev.legacy {
@@ -208,6 +208,9 @@ func (r *ExecRecord) apply(ev *Event, rk *ranks) {
 		rk.annotations = max(rk.annotations, rank)
 		r.Decision = r.Annotations[AnnotationDecision]
 		r.Reason = r.Annotations[AnnotationReason]
+	}
+	if r.Decision == "" && ev.decision != "" {
+		r.Decision = ev.decision
 	}
 	if r.RequestReceivedTimestamp.IsZero() {
 		r.RequestReceivedTimestamp = receivedTime(ev)

@@ -19,6 +19,9 @@ const (
 	scoreTruncated = 0.8 // argv truncated by capture, a prefix of command
 	scoreProgram   = 0.6 // same program, other args
 	scoreFilename  = 0.5 // only the exec'd file's name matches command[0]
+	// scoreUnknown: the record does not say what ran (GKE logs no exec
+	// query string), so only the pod and the time match.
+	scoreUnknown = 0.4
 )
 
 // Confidence shaping. A heuristic is never certain.
@@ -121,6 +124,9 @@ func (j *Joiner) score(p *proc, rec *auditlog.ExecRecord, t time.Time) (candidat
 		return candidate{}, false
 	}
 	base := argvScore(p.imageList(), p.in.Filename, rec.Command, p.in.ArgvTruncated)
+	if base == 0 && len(stripSPOPrefix(rec.Command)) == 0 {
+		base = scoreUnknown
+	}
 	if base == 0 {
 		return candidate{}, false
 	}

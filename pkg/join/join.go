@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/vocab"
 	"github.com/rs/zerolog"
 )
 
@@ -214,9 +215,14 @@ func (j *Joiner) AddExit(now time.Time, e Exit) []Update {
 // AddRecord adds or updates a merged exec record. The same request may come
 // again with more stages; an older snapshot (a strict subset of the stages
 // held) is ignored. A different request under the same ID is a conflict.
+//
+// A record without an audit ID is filed under its SyntheticAuditID and
+// flagged missing_audit_id: it is a candidate for the heuristic, never
+// joined by ID.
 func (j *Joiner) AddRecord(now time.Time, rec auditlog.ExecRecord) []Update {
 	if rec.AuditID == "" {
-		return nil
+		rec.AuditID = auditlog.SyntheticAuditID(rec.RequestURI, rec.Verb, rec.User.Username, rec.RequestReceivedTimestamp, rec.SourceIPs)
+		rec.Flags = withFlag(rec.Flags, vocab.FlagMissingAuditID)
 	}
 	j.stats.RecordsAdded++
 	if !j.storeRecord(now, &rec) {

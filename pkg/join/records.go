@@ -30,6 +30,28 @@ func (rs *recSet) conflict() bool {
 	return len(rs.recs) == 1 && rs.recs[0].HasFlag(vocab.FlagAuditIDConflict)
 }
 
+// idless reports whether rs holds a request that came without an audit ID:
+// its key is synthetic, and nobody can carry it legitimately.
+func (rs *recSet) idless() bool {
+	for _, r := range rs.recs {
+		if r.HasFlag(vocab.FlagMissingAuditID) {
+			return true
+		}
+	}
+	return false
+}
+
+// withFlag returns flags with f added once, sorted, without touching the
+// caller's slice.
+func withFlag(flags []string, f string) []string {
+	if slices.Contains(flags, f) {
+		return flags
+	}
+	out := append(slices.Clone(flags), f)
+	slices.Sort(out)
+	return out
+}
+
 // requestKey tells two requests sharing an audit ID apart, as the Merger does.
 func requestKey(r *auditlog.ExecRecord) string {
 	return strings.Join([]string{r.RequestURI, r.Verb, r.User.Username, r.Namespace, r.Pod, r.Subresource}, "\x00")

@@ -14,6 +14,13 @@ import (
 func (j *Joiner) resolve(p *proc) result {
 	var r result
 	if id := p.auditKey(); id != "" {
+		if rs := j.recs[id]; rs != nil && rs.idless() {
+			// A synthetic key is no audit ID: a process carrying one
+			// copied it from somewhere, so it names no record.
+			r.auditID = id
+			j.unmatched(p, &r)
+			return r
+		}
 		j.resolveID(p, id, p.in.Captured.Source, p.hasFlag(vocab.FlagRootUnverified), &r)
 		return r
 	}
@@ -51,10 +58,7 @@ func (j *Joiner) resolveID(p *proc, id string, source vocab.Source, unverified b
 	r.auditID = id
 	rs := j.recs[id]
 	if rs == nil {
-		r.waiting = true
-		if p.expired {
-			r.flag(vocab.FlagNoAuditRecord)
-		}
+		j.unmatched(p, r)
 		return
 	}
 	conflict := rs.conflict()
@@ -95,6 +99,15 @@ func (j *Joiner) resolveID(p *proc, id string, source vocab.Source, unverified b
 		r.attr = vocab.AttributionInherited
 	default:
 		r.attr = vocab.AttributionAuditID
+	}
+}
+
+// unmatched leaves a process carrying an ID no record answers waiting, and
+// flags it once the pending TTL has passed.
+func (j *Joiner) unmatched(p *proc, r *result) {
+	r.waiting = true
+	if p.expired {
+		r.flag(vocab.FlagNoAuditRecord)
 	}
 }
 
