@@ -2,7 +2,9 @@ package capture
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/execid/correlator/internal/testutil"
 )
 
 // agentSide runs a whole `correlator run` for each attached batch of
@@ -47,35 +50,44 @@ func (s *agentSide) attach(b *testing.B) [3]*ebpf.Program {
 		b.Fatalf("starting %s: %v", s.bin, err)
 	}
 	// Ready once it logs that it runs: the probes are attached by then.
-	ready := make(chan bool, 1)
+	ready := make(chan string, 1) // the API's address, "" if it never ran
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		sent := false
 		for sc.Scan() {
-			if !sent && strings.Contains(sc.Text(), "correlator running") {
-				ready <- true
+			var line struct{ Message, Listen string }
+			if !sent && json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "correlator running" {
+				ready <- line.Listen
 				sent = true
 			}
 		}
 		if !sent {
-			ready <- false
+			ready <- ""
 		}
 		io.Copy(io.Discard, stderr)
 	}()
 	select {
-	case ok := <-ready:
-		if !ok {
+	case addr := <-ready:
+		if addr == "" {
 			s.cmd.Wait()
 			b.Fatalf("%s run exited before it was running", s.bin)
 		}
+		// Its start-up work (procfs bootstrap, store schema) is done
+		// once it reports ready.
+		testutil.Eventually(b, "the agent ready", func() bool {
+			res, err := http.Get("http://" + addr + "/readyz")
+			if err != nil {
+				return false
+			}
+			res.Body.Close()
+			return res.StatusCode == http.StatusOK
+		})
 	case <-time.After(30 * time.Second):
 		s.cmd.Process.Kill()
 		s.cmd.Wait()
 		b.Fatalf("%s run did not start in 30s", s.bin)
 	}
-	// Let its start-up work (procfs bootstrap, store schema) finish first.
-	time.Sleep(500 * time.Millisecond)
 	s.progs = agentPrograms(b, s.cmd.Process.Pid)
 	return s.progs
 }

@@ -12,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/api"
 	"github.com/execid/correlator/pkg/cluster"
 )
@@ -164,20 +165,19 @@ func waitRBAC(t *testing.T, s *apiServer) {
 		{user: proxier.name, groups: []string{"system:authenticated"}, res: read, allow: false},
 		{user: outsider.name, res: list, allow: false},
 	}
-	deadline := time.Now().Add(30 * time.Second)
 	for _, c := range checks {
-		for {
+		testutil.EventuallyNil(t, func() error {
 			sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: c.user, Groups: c.groups,
 				ResourceAttributes: c.res}}
 			got, err := s.client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
-			if err == nil && got.Status.Allowed == c.allow {
-				break
+			if err != nil {
+				return fmt.Errorf("RBAC for %s (%+v): %w", c.user, c.res, err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("RBAC for %s (%+v): want allowed=%v, got %+v, %v", c.user, c.res, c.allow, got, err)
+			if got.Status.Allowed != c.allow {
+				return fmt.Errorf("RBAC for %s (%+v): want allowed=%v, got %+v", c.user, c.res, c.allow, got.Status)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }
 
