@@ -30,13 +30,7 @@ func TestJoinMissingAuditID(t *testing.T) {
 	keyLS, keySH := syntheticOf(ls), syntheticOf(sh)
 	gke := rwith(idless("core/v1/namespaces/ns/pods/web/exec"), func(r *auditlog.ExecRecord) { r.Command, r.Container = nil, "" })
 	keyGKE := syntheticOf(gke)
-	cases := []struct {
-		name   string
-		recs   []auditlog.ExecRecord
-		procs  []Process
-		expire bool
-		want   map[string]want
-	}{
+	cases := []joinCase{
 		{
 			name:  "ID-less records are heuristic candidates",
 			recs:  []auditlog.ExecRecord{ls, sh},
@@ -72,48 +66,17 @@ func TestJoinMissingAuditID(t *testing.T) {
 			want:  map[string]want{"r": {attr: vocab.AttributionHeuristic, auditID: keySH, minConf: 0.8}},
 		},
 	}
-	for _, tc := range cases {
-		for _, recordsFirst := range []bool{false, true} {
-			t.Run(tc.name+map[bool]string{false: "/processes first", true: "/records first"}[recordsFirst], func(t *testing.T) {
-				j := newJoiner(t)
-				snap := newSnapshot()
-				now := t0.Add(2 * time.Second)
-				addRecs := func() {
-					for _, r := range tc.recs {
-						snap.apply(j.AddRecord(now, r))
-					}
-				}
-				if recordsFirst {
-					addRecs()
-				}
-				for _, p := range tc.procs {
-					snap.apply(j.AddProcess(now, p))
-				}
-				if !recordsFirst {
-					addRecs()
-				}
-				if tc.expire {
-					snap.apply(j.Expire(now.Add(DefaultPendingTTL)))
-				}
-				for id, w := range tc.want {
-					got, ok := snap.procs[id]
-					if !ok {
-						t.Fatalf("%s: no update emitted", id)
-					}
-					checkWant(t, id, got, w)
-				}
-				for id, s := range snap.sessions {
-					if !strings.HasPrefix(id, auditlog.MissingIDPrefix) || !slices.Contains(s.Flags, vocab.FlagMissingAuditID) ||
-						slices.Contains(s.Flags, vocab.FlagAuditIDConflict) || len(s.Conflicts) > 0 {
-						t.Errorf("session %s flags %v conflicts %d", id, s.Flags, len(s.Conflicts))
-					}
-				}
-				if len(snap.sessions) != len(tc.recs) {
-					t.Errorf("%d sessions for %d ID-less records", len(snap.sessions), len(tc.recs))
-				}
-			})
+	runJoinCases(t, cases, func(t *testing.T, tc joinCase, snap *snapshot) {
+		for id, s := range snap.sessions {
+			if !strings.HasPrefix(id, auditlog.MissingIDPrefix) || !slices.Contains(s.Flags, vocab.FlagMissingAuditID) ||
+				slices.Contains(s.Flags, vocab.FlagAuditIDConflict) || len(s.Conflicts) > 0 {
+				t.Errorf("session %s flags %v conflicts %d", id, s.Flags, len(s.Conflicts))
+			}
 		}
-	}
+		if len(snap.sessions) != len(tc.recs) {
+			t.Errorf("%d sessions for %d ID-less records", len(snap.sessions), len(tc.recs))
+		}
+	})
 }
 
 // TestJoinMissingAuditIDProperty feeds ID-less requests through a real

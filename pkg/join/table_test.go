@@ -35,15 +35,18 @@ func noMeta(cid string) func(*Process) {
 
 func argv(a ...string) func(*Process) { return func(p *Process) { p.Argv = a } }
 
+// joinCase is one table case: records and processes fed in both orders.
+type joinCase struct {
+	name   string
+	recs   []auditlog.ExecRecord
+	procs  []Process
+	expire bool
+	want   map[string]want
+}
+
 func TestJoinTable(t *testing.T) {
 	bob := func(r *auditlog.ExecRecord) { r.User.Username = "bob" }
-	cases := []struct {
-		name   string
-		recs   []auditlog.ExecRecord
-		procs  []Process
-		expire bool
-		want   map[string]want
-	}{
+	cases := []joinCase{
 		{
 			name:  "verified root and descendants",
 			recs:  []auditlog.ExecRecord{xr(idA)},
@@ -299,6 +302,14 @@ func TestJoinTable(t *testing.T) {
 			},
 		},
 	}
+	runJoinCases(t, cases, nil)
+}
+
+// runJoinCases feeds each case's records before and after its processes (and
+// past the pending TTL if asked), checks every wanted process, then hands
+// the final rows to also, when given.
+func runJoinCases(t *testing.T, cases []joinCase, also func(*testing.T, joinCase, *snapshot)) {
+	t.Helper()
 	for _, tc := range cases {
 		for _, recordsFirst := range []bool{false, true} {
 			name := tc.name + map[bool]string{false: "/processes first", true: "/records first"}[recordsFirst]
@@ -329,6 +340,9 @@ func TestJoinTable(t *testing.T) {
 						t.Fatalf("%s: no update emitted", id)
 					}
 					checkWant(t, id, got, w)
+				}
+				if also != nil {
+					also(t, tc, snap)
 				}
 			})
 		}
