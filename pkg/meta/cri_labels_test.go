@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/rs/zerolog"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	tu "github.com/execid/correlator/internal/testutil"
@@ -97,18 +95,7 @@ func TestServiceRunRefreshesLabels(t *testing.T) {
 	f.set(kubeContainer(v1))
 	f.setSandboxes(kubeSandbox(v1))
 	f.serve(t, socket)
-	cfg := Default()
-	cfg.CRISocket = socket
-	cfg.RefreshInterval = 20 * time.Millisecond
-	s, err := New(cfg, zerolog.Nop(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	s, stop := runService(t, socket)
 
 	labelsOf := func(cid string) map[string]string { info, _ := s.cri.lookup(cid); return info.Labels }
 	tu.Eventually(t, "the first listing's labels", func() bool { return maps.Equal(labelsOf(cidA), v1.Labels) })
@@ -120,8 +107,7 @@ func TestServiceRunRefreshesLabels(t *testing.T) {
 		_, old := s.cri.lookup(cidA)
 		return !old && maps.Equal(labelsOf(cidB), v2.Labels)
 	})
-	cancel()
-	<-done
+	stop()
 	if got, found, err := s.Resolve(context.Background(), cidB, ""); err != nil || !found || !reflect.DeepEqual(got, v2) {
 		t.Fatalf("Resolve() = %+v, %v, %v; want %+v", got, found, err, v2)
 	}

@@ -332,18 +332,7 @@ func TestServiceRunRefreshes(t *testing.T) {
 	f := &fakeRuntimeService{}
 	f.set(kubeContainer(infoA))
 	f.serve(t, socket)
-	cfg := Default()
-	cfg.CRISocket = socket
-	cfg.RefreshInterval = 20 * time.Millisecond
-	s, err := New(cfg, zerolog.Nop(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	s, stop := runService(t, socket)
 
 	tu.Eventually(t, "the first listing", func() bool { _, ok := s.cri.lookup(cidA); return ok })
 	f.set(kubeContainer(infoB))
@@ -354,8 +343,7 @@ func TestServiceRunRefreshes(t *testing.T) {
 	})
 	// Stop Run so that its 20ms interval cannot list while a busy machine
 	// stalls us: any listing from here on is Resolve's.
-	cancel()
-	<-done
+	stop()
 	calls := f.calls.Load()
 	if got, found, err := s.Resolve(context.Background(), cidB, uidB); err != nil || !found || !reflect.DeepEqual(got, infoB) {
 		t.Fatalf("Resolve() = %+v, %v, %v", got, found, err)
@@ -363,4 +351,24 @@ func TestServiceRunRefreshes(t *testing.T) {
 	if f.calls.Load() != calls {
 		t.Errorf("a known container caused a listing")
 	}
+}
+
+// runService runs a resolver on the CRI socket, listing every 20 ms, until
+// stop (or the test's end).
+func runService(t *testing.T, socket string) (*Service, func()) {
+	t.Helper()
+	cfg := Default()
+	cfg.CRISocket = socket
+	cfg.RefreshInterval = 20 * time.Millisecond
+	s, err := New(cfg, zerolog.Nop(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(func() { stop(); s.Close() })
+	return s, stop
 }
