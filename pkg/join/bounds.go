@@ -98,10 +98,10 @@ func procBytes(p *proc) int {
 	if p.exit != nil {
 		n += 32 + 32 // exitInfo, and its exitq entry
 	}
-	for _, im := range p.images {
-		n += listBytes(im)
+	if p.first != nil {
+		n += listBytes(p.first)
 	}
-	return n
+	return n + len(p.held)
 }
 
 // sizeProc re-estimates p after it changed.

@@ -37,70 +37,137 @@ type candidate struct {
 	score   float64
 }
 
-// heuristic matches an ID-less exec root to exec records of its pod whose
-// [requestReceived-W, end+W] holds the process start, scored by argv.
+// heuristic matches an ID-less exec root to exec requests of its pod whose
+// [requestReceived-W, end+W] holds the process start, scored by the argv
+// the runtime exec'd (the root's first image: what the request's command=
+// names). One request starts one root: a request a verified root holds,
+// or the only candidate of another ID-less root, is not a candidate here.
 func (j *Joiner) heuristic(p *proc, r *result) {
 	r.execRoot = true
 	r.waiting = true
 	pk := podKey(p.in.Namespace, p.in.Pod)
 	t := p.startTime()
-	if pk == "" || t.IsZero() {
-		return
-	}
 	var cands []candidate
-	for id := range j.recsPod[pk] {
-		rs := j.recs[id]
-		if rs == nil || rs.claimed > 0 {
-			continue
-		}
-		best := candidate{auditID: id}
-		for _, rec := range rs.recs {
-			if podKey(rec.Namespace, rec.Pod) != pk {
-				continue
-			}
-			if c, ok := j.score(p, rec, t); ok && c.score > best.score {
-				best = c
-			}
-		}
-		if best.score > 0 {
-			cands = append(cands, best)
-		}
+	beaten := false
+	if pk != "" && !t.IsZero() {
+		cands, beaten = j.candidates(p, pk, t)
 	}
+	j.setHeld(p, pk, cands)
 	if len(cands) == 0 {
 		return
 	}
 	r.waiting = false
+	free := cands[:0:0]
+	for _, c := range cands {
+		if !j.heldByOther(p, pk, c.auditID) {
+			free = append(free, c)
+		}
+	}
+	switch {
+	case len(free) == 0:
+		// Another root has only these requests to be: neither is sure.
+		free, beaten = cands, false
+		if len(free) == 1 {
+			r.attr, r.candidates = vocab.AttributionAmbiguous, []string{free[0].auditID}
+			return
+		}
+	case len(free) < len(cands):
+		beaten = true
+	}
+	if len(free) == 1 {
+		conf := free[0].score
+		if beaten {
+			conf *= beatenPenalty
+		}
+		r.attr, r.auditID = vocab.AttributionHeuristic, free[0].auditID
+		r.confidence = math.Round(min(conf, maxConfidence)*1000) / 1000
+		return
+	}
+	r.attr = vocab.AttributionAmbiguous
+	for _, c := range free {
+		r.candidates = append(r.candidates, c.auditID)
+	}
+}
+
+// candidates scores every request of pod pk for root p, best first; an
+// exact argv match sets partial ones aside (beaten).
+func (j *Joiner) candidates(p *proc, pk string, t time.Time) ([]candidate, bool) {
+	var cands []candidate
+	for id := range j.recsPod[pk] {
+		rs := j.recs[id]
+		if rs == nil {
+			continue
+		}
+		var taken []bool
+		if len(j.roots[id]) > 0 {
+			taken = j.pairingOf(id).taken
+		}
+		keys := rs.keys()
+		for i, rec := range rs.recs {
+			if podKey(rec.Namespace, rec.Pod) != pk || (taken != nil && taken[i]) {
+				continue
+			}
+			if c, ok := j.score(p, rec, t); ok {
+				c.auditID = keys[i]
+				cands = append(cands, c)
+			}
+		}
+	}
 	slices.SortFunc(cands, func(a, b candidate) int {
 		if c := cmp.Compare(b.score, a.score); c != 0 {
 			return c
 		}
 		return strings.Compare(a.auditID, b.auditID)
 	})
-	beaten := false
-	if cands[0].base >= scoreExact {
-		// An exact argv match outranks partial ones outright.
-		kept := cands[:0]
-		for _, c := range cands {
-			if c.base >= scoreExact {
-				kept = append(kept, c)
-			}
-		}
-		beaten = len(kept) < len(cands)
-		cands = kept
+	if len(cands) == 0 || cands[0].base < scoreExact {
+		return cands, false
 	}
-	if len(cands) == 1 {
-		conf := cands[0].score
-		if beaten {
-			conf *= beatenPenalty
+	kept := cands[:0]
+	for _, c := range cands {
+		if c.base >= scoreExact {
+			kept = append(kept, c)
 		}
-		r.attr, r.auditID = vocab.AttributionHeuristic, cands[0].auditID
-		r.confidence = math.Round(min(conf, maxConfidence)*1000) / 1000
+	}
+	return kept, len(kept) < len(cands)
+}
+
+// setHeld records p's only candidate (or none) in j.heldPod, re-resolving
+// the pod's other ID-less roots when it changes. The index keeps roots past
+// the pending TTL too, so that expiring one does not change another.
+func (j *Joiner) setHeld(p *proc, pk string, cands []candidate) {
+	held := ""
+	if len(cands) == 1 && pk != "" {
+		held = pk + "\x00" + cands[0].auditID
+	}
+	if held == p.held {
 		return
 	}
-	r.attr = vocab.AttributionAmbiguous
-	for _, c := range cands {
-		r.candidates = append(r.candidates, c.auditID)
+	j.dropHeld(p)
+	if held != "" {
+		addTo(j.heldPod, held, p.in.ProcessID)
 	}
+	p.held = held
+	for id := range j.rootsPod[pk] {
+		if id != p.in.ProcessID {
+			j.enqueue(id)
+		}
+	}
+}
+
+// dropHeld removes p from j.heldPod.
+func (j *Joiner) dropHeld(p *proc) {
+	if p.held != "" {
+		removeFrom(j.heldPod, p.held, p.in.ProcessID)
+		p.held = ""
+	}
+}
+
+// heldByOther reports whether another ID-less root of pod pk has key as its
+// only candidate.
+func (j *Joiner) heldByOther(p *proc, pk, key string) bool {
+	set := j.heldPod[pk+"\x00"+key]
+	_, mine := set[p.in.ProcessID]
+	return len(set) > 1 || (len(set) == 1 && !mine)
 }
 
 // score rates one record for an exec root starting at t.
@@ -123,7 +190,7 @@ func (j *Joiner) score(p *proc, rec *auditlog.ExecRecord, t time.Time) (candidat
 	if t.Before(rr.Add(-w)) || t.After(end.Add(w)) {
 		return candidate{}, false
 	}
-	base := argvScore(p.imageList(), p.in.Filename, rec.Command, p.in.ArgvTruncated)
+	base := argvScore(p.firstImage(), p.firstFilename(), rec.Command, p.in.ArgvTruncated)
 	if base == 0 && len(stripSPOPrefix(rec.Command)) == 0 {
 		base = scoreUnknown
 	}
@@ -145,16 +212,13 @@ func (j *Joiner) score(p *proc, rec *auditlog.ExecRecord, t time.Time) (candidat
 	return candidate{auditID: rec.AuditID, base: base, score: s}, true
 }
 
-// argvScore is the best match of any image of the process against command.
-func argvScore(images [][]string, filename string, command []string, truncated bool) float64 {
+// argvScore matches the image the runtime exec'd against command.
+func argvScore(argv []string, filename string, command []string, truncated bool) float64 {
 	command = stripSPOPrefix(command)
 	if len(command) == 0 {
 		return 0
 	}
-	best := 0.0
-	for _, argv := range images {
-		best = max(best, argvMatch(argv, command, truncated))
-	}
+	best := argvMatch(argv, command, truncated)
 	if best == 0 && filename != "" && path.Base(filename) == path.Base(command[0]) {
 		best = scoreFilename
 	}

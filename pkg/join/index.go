@@ -46,6 +46,9 @@ func (j *Joiner) index(p *proc) {
 	if isAnchor(p) {
 		changed = bump(st.anchors, in.ContainerID, 1) || changed
 	}
+	if isRoot(p) {
+		j.addRoot(id, p)
+	}
 	if changed {
 		// Which container the ID belongs to moved: every carrier re-checks.
 		for pid := range st.procs {
@@ -81,6 +84,7 @@ func (j *Joiner) unindex(p *proc) {
 	}
 	if len(st.procs) == 0 {
 		delete(j.ids, id)
+		j.forgetRoots(id)
 	}
 }
 
@@ -197,13 +201,14 @@ func (j *Joiner) removeProc(p *proc) {
 	id := p.in.ProcessID
 	j.unindex(p)
 	j.setRoot(p, "")
+	j.dropHeld(p)
 	if p.res.counted() {
-		if rs := j.recs[p.res.auditID]; rs != nil {
+		if rs := j.recOf(p.res.auditID); rs != nil {
 			delete(rs.members, id)
 		}
 	}
-	// The session keeps its claim: a verified root that left memory still
-	// started it, so ID-less roots must not be matched to it later.
+	// A verified root's pairing outlives it (j.roots): it still started its
+	// session, so no later root may take its request.
 	delete(j.pending, id)
 	delete(j.deps, id)
 	delete(j.procs, id)

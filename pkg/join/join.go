@@ -21,6 +21,7 @@ import (
 const (
 	DefaultPendingTTL      = 5 * time.Minute
 	DefaultHeuristicWindow = 10 * time.Second
+	DefaultClockSkew       = time.Second
 	DefaultMaxPending      = 100_000
 	DefaultMaxRecords      = 100_000
 	DefaultMaxProcesses    = 500_000
@@ -43,6 +44,11 @@ type Config struct {
 	// HeuristicWindow widens [requestReceived, end] on both sides when
 	// matching ID-less exec roots.
 	HeuristicWindow time.Duration `json:"heuristicWindow" yaml:"heuristicWindow"`
+	// ClockSkew is how far the node's clock may run behind the
+	// apiserver's: a verified root may start up to this long before its
+	// request's requestReceived (or after its end) and still be paired with
+	// it. Larger makes reused IDs ambiguous more often, never wrong.
+	ClockSkew  time.Duration `json:"clockSkew" yaml:"clockSkew"`
 	MaxPending      int           `json:"maxPending" yaml:"maxPending"`
 	MaxRecords      int           `json:"maxRecords" yaml:"maxRecords"`
 	MaxProcesses    int           `json:"maxProcesses" yaml:"maxProcesses"`
@@ -61,6 +67,7 @@ func DefaultConfig() Config {
 	return Config{
 		PendingTTL:      DefaultPendingTTL,
 		HeuristicWindow: DefaultHeuristicWindow,
+		ClockSkew:       DefaultClockSkew,
 		MaxPending:      DefaultMaxPending,
 		MaxRecords:      DefaultMaxRecords,
 		MaxProcesses:    DefaultMaxProcesses,
@@ -78,6 +85,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("validating pendingTTL %v: must be positive: %w", c.PendingTTL, ErrInvalidConfig)
 	case c.HeuristicWindow < 0:
 		return fmt.Errorf("validating heuristicWindow %v: must not be negative: %w", c.HeuristicWindow, ErrInvalidConfig)
+	case c.ClockSkew < 0:
+		return fmt.Errorf("validating clockSkew %v: must not be negative: %w", c.ClockSkew, ErrInvalidConfig)
 	case c.MaxPending <= 0, c.MaxRecords <= 0, c.MaxProcesses <= 0:
 		return fmt.Errorf("validating caps (pending %d, records %d, processes %d): must be positive: %w",
 			c.MaxPending, c.MaxRecords, c.MaxProcesses, ErrInvalidConfig)
@@ -102,6 +111,9 @@ type Joiner struct {
 	spo      map[string][]string            // SPO value -> audit IDs annotated with it
 	recsPod  map[string]map[string]struct{} // namespace/pod -> audit IDs
 	rootsPod map[string]map[string]struct{} // namespace/pod -> ID-less exec roots within TTL
+	roots    map[string]map[string]rootInfo // audit ID -> its verified roots, by processID
+	pairs    map[string]*pairing            // audit ID -> its pairing, made on demand
+	heldPod  map[string]map[string]struct{} // pod and session key -> ID-less roots with it as only candidate
 	pending  map[string]struct{}
 	orphans  map[string]Exit // exits that came before their exec
 
@@ -142,6 +154,9 @@ func New(cfg Config, log zerolog.Logger) (*Joiner, error) {
 		spo:        map[string][]string{},
 		recsPod:    map[string]map[string]struct{}{},
 		rootsPod:   map[string]map[string]struct{}{},
+		roots:      map[string]map[string]rootInfo{},
+		pairs:      map[string]*pairing{},
+		heldPod:    map[string]map[string]struct{}{},
 		pending:    map[string]struct{}{},
 		orphans:    map[string]Exit{},
 		intern:     newInterner(),
@@ -256,13 +271,19 @@ func (j *Joiner) Process(processID string) (Process, bool) {
 	return p.output(), true
 }
 
-// Session returns the current state of one session, if its record is held.
-func (j *Joiner) Session(auditID string) (Session, bool) {
-	rs := j.recs[auditID]
+// Session returns the current state of one session, by audit ID or by the
+// session key of a request that reused one, if its record is held.
+func (j *Joiner) Session(key string) (Session, bool) {
+	rs := j.recOf(key)
 	if rs == nil {
 		return Session{}, false
 	}
-	return rs.output(), true
+	for i, k := range rs.keys() {
+		if k == key {
+			return rs.output(i, k), true
+		}
+	}
+	return Session{}, false
 }
 
 // procsBytes estimates the heap the processes hold, shared values included.
@@ -351,8 +372,9 @@ func (j *Joiner) flush() []Update {
 	out := make([]Update, 0, len(j.dirtyProcs)+len(j.dirtySess))
 	for id := range j.dirtySess {
 		if rs := j.recs[id]; rs != nil {
-			s := rs.output()
-			out = append(out, Update{Session: &s})
+			for _, s := range rs.outputs() {
+				out = append(out, Update{Session: &s})
+			}
 		}
 	}
 	for id := range j.dirtyProcs {

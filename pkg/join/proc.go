@@ -12,16 +12,20 @@ import (
 // proc is one process held by the joiner.
 type proc struct {
 	in procInfo
-	// images holds the argv of every exec of this process, for scoring,
-	// once a re-exec brought a second one; until then it is nil and the
-	// one image is in.Argv (see imageList).
-	images  [][]string
+	// first is the argv of the process's first exec, the one the runtime
+	// made for an exec root, once a later exec replaced in.Argv; until then
+	// it is nil and in.Argv is the first. The heuristic scores it.
+	first   []string
+	firstAt time.Time
 	seq     uint64
 	exit    *exitInfo     // nil while running
 	res     *sharedResult // never nil; never written to
 	size    int32         // estimated heap, for MaxProcessBytes
 	expired bool          // the pending TTL ran out
 	rootPod bool          // indexed in rootsPod under podKey(in.Namespace, in.Pod)
+	// held is the session key that is this ID-less root's only heuristic
+	// candidate: no other ID-less root of the pod may have it.
+	held string
 	// parent is the parent as last seen, so a child keeps what it inherited
 	// after the parent leaves memory.
 	parent *parentView
@@ -104,34 +108,36 @@ func (j *Joiner) disown(in *procInfo) {
 	j.shares.release(in.procShared)
 }
 
-// imageList returns the argv of every exec of p (see proc.images).
-func (p *proc) imageList() [][]string {
-	if p.images == nil {
-		return [][]string{stripSPOPrefix(p.in.Argv)}
+// firstImage returns the argv of p's first exec, without an env prefix.
+func (p *proc) firstImage() []string {
+	if p.first != nil {
+		return p.first
 	}
-	return p.images
+	return stripSPOPrefix(p.in.Argv)
 }
 
-func (p *proc) addImage(in *Process) {
-	if p.images == nil {
-		// The first image shares the held argv, which is never written to.
-		p.images = [][]string{stripSPOPrefix(p.in.Argv)}
+// firstFilename is the file p's first exec ran, where known.
+func (p *proc) firstFilename() string {
+	if p.first != nil {
+		return ""
 	}
-	argv := stripSPOPrefix(in.Argv)
-	for _, im := range p.images {
-		if slices.Equal(im, argv) {
-			return
-		}
+	return p.in.Filename
+}
+
+// noteFirst keeps the first exec's argv as in and p's images merge.
+func (p *proc) noteFirst(in *Process) {
+	if p.first == nil {
+		p.first, p.firstAt = slices.Clone(stripSPOPrefix(p.in.Argv)), p.in.ExecTime
 	}
-	p.images = append(p.images, slices.Clone(argv))
+	if in.ExecTime.Before(p.firstAt) || (in.ExecTime.Equal(p.firstAt) && slices.Compare(stripSPOPrefix(in.Argv), p.first) < 0) {
+		p.first, p.firstAt = slices.Clone(stripSPOPrefix(in.Argv)), in.ExecTime
+	}
 }
 
 // merge folds a re-exec of the same process in. The later exec's image and
 // IDs win; ties keep what is held so the result is order-independent.
 func (j *Joiner) merge(p *proc, in *Process) {
-	p.addImage(in)
-	// Every image is a candidate argv; keep them ordered for determinism.
-	slices.SortFunc(p.images, slices.Compare)
+	p.noteFirst(in)
 	start := p.in.Start
 	if start.IsZero() || (!in.Start.IsZero() && in.Start.Before(start)) {
 		start = in.Start
@@ -221,7 +227,9 @@ func (p *proc) output() Process {
 		Attribution: p.res.attr, AuditID: p.res.auditID, Confidence: p.res.confidence,
 		Candidates: slices.Clone(p.res.candidates), ClaimedAuditID: in.Captured.Claimed,
 	}
-	if out.Attribution == vocab.AttributionNone {
+	if !out.Attribution.Counted() {
+		// Neither an unattributed nor an ambiguous process is any one
+		// user's: no user filter may return it through a session.
 		if claim := cmp.Or(in.Captured.Value, p.res.auditID); claim != "" {
 			out.ClaimedAuditID = claim
 		}

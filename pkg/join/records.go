@@ -17,7 +17,6 @@ type recSet struct {
 	touched time.Time
 	pods    []string            // namespace/pod keys indexed in recsPod
 	spo     []string            // SPO UIDs indexed in spo
-	claimed int                 // processes attributed audit_id to it
 	members map[string]struct{} // processes attributed to it; made on the first
 	denied  bool                // every request refused: counted in MaxDeniedRecords
 	spares  int                 // times passed over by eviction since its last stage
@@ -94,6 +93,7 @@ func (j *Joiner) storeRecord(now time.Time, rec *auditlog.ExecRecord) bool {
 	rs.spares = 0
 	j.markRefused(rs, now)
 	j.reindexRecord(rs)
+	delete(j.pairs, rs.id)
 	return true
 }
 
@@ -224,6 +224,8 @@ func (j *Joiner) dropRecord(id string) {
 		j.denied--
 	}
 	delete(j.recs, id)
+	delete(j.pairs, id)
+	j.forgetRoots(id)
 }
 
 // ownRecord starts the joiner's copy of r: what the interner shares
@@ -257,10 +259,21 @@ func cloneRecord(r *auditlog.ExecRecord) *auditlog.ExecRecord {
 	return &c
 }
 
-// output renders the session from its first request, listing the others.
-func (rs *recSet) output() Session {
-	s := Session{ExecRecord: *cloneRecord(rs.recs[0])}
-	s.AuditID = rs.id
+// outputs renders one session per request: a request that reused the ID
+// of another is a session of its own (sessionKey), listing the others.
+func (rs *recSet) outputs() []Session {
+	keys := rs.keys()
+	out := make([]Session, len(rs.recs))
+	for i := range rs.recs {
+		out[i] = rs.output(i, keys[i])
+	}
+	return out
+}
+
+// output renders request i as session key.
+func (rs *recSet) output(i int, key string) Session {
+	s := Session{ExecRecord: *cloneRecord(rs.recs[i])}
+	s.AuditID = key
 	if v := spoValues(s.Annotations); len(v) > 0 {
 		slices.Sort(v)
 		s.SPOExecRequestUID = v[0]
@@ -268,8 +281,10 @@ func (rs *recSet) output() Session {
 	if s.Stages == nil {
 		s.Stages = []string{}
 	}
-	for _, o := range rs.recs[1:] {
-		s.Conflicts = append(s.Conflicts, *cloneRecord(o))
+	for k, o := range rs.recs {
+		if k != i {
+			s.Conflicts = append(s.Conflicts, *cloneRecord(o))
+		}
 	}
 	if rs.conflict() && !slices.Contains(s.Flags, vocab.FlagAuditIDConflict) {
 		s.Flags = append(s.Flags, vocab.FlagAuditIDConflict)
@@ -279,4 +294,15 @@ func (rs *recSet) output() Session {
 		s.Flags = []string{}
 	}
 	return s
+}
+
+// recOf returns the requests a session key belongs to.
+func (j *Joiner) recOf(key string) *recSet {
+	if rs := j.recs[key]; rs != nil {
+		return rs
+	}
+	if base, derived := baseID(key); derived {
+		return j.recs[base]
+	}
+	return nil
 }

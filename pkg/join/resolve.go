@@ -21,7 +21,7 @@ func (j *Joiner) resolve(p *proc) result {
 			j.unmatched(p, &r)
 			return r
 		}
-		j.resolveID(p, id, p.in.Captured.Source, p.hasFlag(vocab.FlagRootUnverified), &r)
+		j.resolveID(p, id, p.in.Captured.Source, p.hasFlag(vocab.FlagRootUnverified), true, &r)
 		return r
 	}
 	if v := p.in.SPO.Value; v != "" {
@@ -33,7 +33,7 @@ func (j *Joiner) resolve(p *proc) result {
 			// that the runtime's first program set it (root_indirect).
 			indirect := slices.Contains(p.in.SPO.Flags, vocab.FlagRootIndirect)
 			spoUnverified := slices.Contains(p.in.SPO.Flags, vocab.FlagRootUnverified) && !indirect
-			j.resolveID(p, ids[0], p.in.SPO.Source, spoUnverified, &r)
+			j.resolveID(p, ids[0], p.in.SPO.Source, spoUnverified, false, &r)
 			return r
 		default:
 			// Two records annotated with one request UID: say so, pick none.
@@ -53,8 +53,11 @@ func (j *Joiner) resolve(p *proc) result {
 	return r
 }
 
-// resolveID attributes a process that carries session ID id.
-func (j *Joiner) resolveID(p *proc, id string, source vocab.Source, unverified bool, r *result) {
+// resolveID attributes a process that carries session ID id. paired is
+// true for the audit ID key, whose roots the runtime exec'd: one request
+// holds one root (pairing.go). SPO's roots are its env prefix's children,
+// which the pairing cannot vouch for.
+func (j *Joiner) resolveID(p *proc, id string, source vocab.Source, unverified, paired bool, r *result) {
 	r.auditID = id
 	rs := j.recs[id]
 	if rs == nil {
@@ -92,14 +95,101 @@ func (j *Joiner) resolveID(p *proc, id string, source vocab.Source, unverified b
 	if unverified && !j.vouched(p, id) {
 		return
 	}
+	if paired {
+		j.resolvePaired(p, id, rs, allowed, r)
+		return
+	}
 	switch {
 	case conflict:
-		r.attr, r.candidates = vocab.AttributionAmbiguous, []string{id}
+		r.attr, r.candidates = vocab.AttributionAmbiguous, keysOf(rs, allowed)
 	case unverified, source != vocab.SourceEnv:
 		r.attr = vocab.AttributionInherited
 	default:
 		r.attr = vocab.AttributionAuditID
 	}
+}
+
+// resolvePaired attributes a process under audit ID id through its session
+// root's pairing: the root holds one request, and its descendants follow.
+func (j *Joiner) resolvePaired(p *proc, id string, rs *recSet, allowed []*auditlog.ExecRecord, r *result) {
+	pr := j.pairingOf(id)
+	root := isRoot(p)
+	rid := p.in.SessionRootID
+	if root {
+		rid = p.in.ProcessID
+	}
+	if o, ok := pr.roots[rid]; ok {
+		applyOutcome(p, pr, o, root, r)
+		return
+	}
+	if root {
+		// Past maxRootsPerID: never attributed.
+		r.waiting = true
+		r.flag(vocab.FlagAuditIDReused)
+		return
+	}
+	// The session root is not known here (a lost lineage entry, a procfs
+	// bootstrap, an agent restart): the kernel's parent link still holds.
+	if par := j.parentOf(p); par != nil && par.containerID == p.in.ContainerID && par.res.counted() &&
+		par.res.attr != vocab.AttributionHeuristic && slices.Contains(pr.keys, par.res.auditID) {
+		r.attr, r.auditID = vocab.AttributionInherited, par.res.auditID
+		return
+	}
+	cands := keysOf(rs, slices.DeleteFunc(slices.Clone(allowed), func(rec *auditlog.ExecRecord) bool { return !pairable(rec) }))
+	switch {
+	case len(cands) == 0:
+		j.unmatched(p, r)
+	case len(cands) == 1 && len(pr.roots) == 0:
+		// One request and no root seen: nothing to tell it from.
+		r.attr, r.auditID = vocab.AttributionInherited, cands[0]
+	default:
+		r.attr, r.candidates = vocab.AttributionAmbiguous, cands
+	}
+}
+
+// applyOutcome turns a root's pairing into the result of the root (root)
+// or of one of its descendants.
+func applyOutcome(p *proc, pr *pairing, o rootOutcome, root bool, r *result) {
+	switch {
+	case o.req >= 0 && pr.unseen:
+		r.attr, r.candidates = vocab.AttributionAmbiguous, []string{pr.keys[o.req]}
+	case o.req >= 0:
+		r.attr, r.auditID = vocab.AttributionInherited, pr.keys[o.req]
+		if root {
+			r.attr = vocab.AttributionAuditID
+		}
+	case len(o.cands) > 0:
+		r.attr = vocab.AttributionAmbiguous
+		for _, q := range o.cands {
+			r.candidates = append(r.candidates, pr.keys[q])
+		}
+	default:
+		r.waiting = true
+		if o.reused {
+			r.flag(vocab.FlagAuditIDReused)
+		}
+		if p.expired {
+			r.flag(vocab.FlagNoAuditRecord)
+		}
+	}
+}
+
+// keysOf returns the session keys of the given requests of rs.
+func keysOf(rs *recSet, recs []*auditlog.ExecRecord) []string {
+	keys := rs.keys()
+	var out []string
+	for i, rec := range rs.recs {
+		if slices.Contains(recs, rec) {
+			out = append(out, keys[i])
+		}
+	}
+	return out
+}
+
+// isRoot reports whether p is a session root the kernel verified: it found
+// the ID in the environment the runtime gave this very process.
+func isRoot(p *proc) bool {
+	return p.in.Captured.Source == vocab.SourceEnv && !p.hasFlag(vocab.FlagRootUnverified)
 }
 
 // unmatched leaves a process carrying an ID no record answers waiting, and
@@ -155,7 +245,10 @@ func (j *Joiner) vouched(p *proc, id string) bool {
 			anc = &parentView{res: root.res, containerID: root.in.ContainerID}
 		}
 	}
-	if anc == nil || anc.containerID != p.in.ContainerID || anc.res.auditID != id {
+	if anc == nil || anc.containerID != p.in.ContainerID {
+		return false
+	}
+	if base, _ := baseID(anc.res.auditID); base != id && anc.res.auditID != id {
 		return false
 	}
 	return anc.res.attr == vocab.AttributionAuditID || anc.res.attr == vocab.AttributionInherited
@@ -218,6 +311,10 @@ func (j *Joiner) track(p *proc, res result) {
 		pk = podKey(p.in.Namespace, p.in.Pod)
 	}
 	j.setRoot(p, pk)
+	if !res.execRoot && p.held != "" {
+		// No longer an exec root (its parent came): it holds nothing.
+		j.setHeld(p, podKey(p.in.Namespace, p.in.Pod), nil)
+	}
 }
 
 // setRoot files p in the exec-root index under pk ("": under none).
@@ -238,45 +335,20 @@ func (j *Joiner) setRoot(p *proc, pk string) {
 	p.rootPod = pk != ""
 }
 
-// moveSession updates session membership and the claimed counts when a
-// process's result changes.
+// moveSession updates session membership when a process's result changes.
 func (j *Joiner) moveSession(p *proc, old, res *result) {
 	// The session row does not change: the store counts its processes.
 	if old.counted() {
-		if rs := j.recs[old.auditID]; rs != nil {
+		if rs := j.recOf(old.auditID); rs != nil {
 			delete(rs.members, p.in.ProcessID)
 		}
 	}
 	if res.counted() {
-		if rs := j.recs[res.auditID]; rs != nil {
+		if rs := j.recOf(res.auditID); rs != nil {
 			if rs.members == nil {
 				rs.members = map[string]struct{}{}
 			}
 			rs.members[p.in.ProcessID] = struct{}{}
-		}
-	}
-	if old.attr == vocab.AttributionAuditID {
-		j.claim(old.auditID, -1)
-	}
-	if res.attr == vocab.AttributionAuditID {
-		j.claim(res.auditID, 1)
-	}
-}
-
-// claim counts verified roots per session: a session that has one is not a
-// candidate for ID-less exec roots, since one request starts one root.
-func (j *Joiner) claim(id string, d int) {
-	rs := j.recs[id]
-	if rs == nil {
-		return
-	}
-	before := rs.claimed > 0
-	rs.claimed = max(0, rs.claimed+d)
-	if before != (rs.claimed > 0) {
-		for _, pk := range rs.pods {
-			for pid := range j.rootsPod[pk] {
-				j.enqueue(pid)
-			}
 		}
 	}
 }

@@ -44,6 +44,12 @@ type joinCase struct {
 	want   map[string]want
 }
 
+// spoofedA is bob's request under alice's ID idA, received as hers was.
+var spoofedA = rwith(xr(idA), func(r *auditlog.ExecRecord) {
+	r.User.Username = "bob"
+	r.RequestURI += "&spoofed"
+})
+
 func TestJoinTable(t *testing.T) {
 	bob := func(r *auditlog.ExecRecord) { r.User.Username = "bob" }
 	cases := []joinCase{
@@ -171,18 +177,16 @@ func TestJoinTable(t *testing.T) {
 		},
 		{
 			name: "two requests share an ID",
-			recs: []auditlog.ExecRecord{xr(idA), rwith(xr(idA), func(r *auditlog.ExecRecord) {
-				bob(r)
-				r.RequestURI += "&spoofed"
-			})},
+			recs: []auditlog.ExecRecord{xr(idA), spoofedA},
 			procs: []Process{pr("r", "runc", idA, vocab.SourceEnv)},
-			want:  map[string]want{"r": {attr: vocab.AttributionAmbiguous, auditID: idA, cands: []string{idA}, flags: []string{vocab.FlagAuditIDConflict}}},
+			want: map[string]want{"r": {attr: vocab.AttributionAmbiguous, claimed: idA,
+				cands: []string{idA, sessionKey(idA, &spoofedA, false)}, flags: []string{vocab.FlagAuditIDConflict}}},
 		},
 		{
 			name:  "conflict flagged by the merger",
 			recs:  []auditlog.ExecRecord{rwith(xr(idA), func(r *auditlog.ExecRecord) { r.Flags = []string{vocab.FlagAuditIDConflict} })},
 			procs: []Process{pr("r", "runc", idA, vocab.SourceEnv)},
-			want:  map[string]want{"r": {attr: vocab.AttributionAmbiguous, auditID: idA, cands: []string{idA}, flags: []string{vocab.FlagAuditIDConflict}}},
+			want:  map[string]want{"r": {attr: vocab.AttributionAmbiguous, claimed: idA, cands: []string{idA}, flags: []string{vocab.FlagAuditIDConflict}}},
 		},
 		{
 			name: "placeholder root matched by argv, children inherit the heuristic",

@@ -101,6 +101,7 @@ type Stats struct {
 	EvictedRecords   int64 `json:"evictedRecords"`   // dropped by MaxRecords or MaxRecordBytes
 	EvictedDenied    int64 `json:"evictedDenied"`    // refused records dropped by any record bound
 	EvictedExits     int64 `json:"evictedExits"`     // exits for unknown processes dropped
+	RootsOverCap     int64 `json:"rootsOverCap"`     // verified roots past maxRootsPerID under one ID, never attributed
 }
 
 // ProcessOf is the joiner's input for an exec event in the pod pkg/meta

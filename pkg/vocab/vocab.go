@@ -80,6 +80,11 @@ const (
 	FlagFailedExec = "failed_exec"
 	// FlagNoAuditRecord: the ID was still unmatched after the pending TTL.
 	FlagNoAuditRecord = "no_audit_record"
+	// FlagAuditIDReused: a verified root under an ID whose every request it
+	// fits is already held by an earlier root (one request, one root): the
+	// ID was reused, by a client's Audit-ID header or an uncovered exec.
+	// Never attributed; it waits for a request of its own.
+	FlagAuditIDReused = "audit_id_reused"
 )
 
 // Audit record flags: what the parser saw in the audit log.
