@@ -118,6 +118,8 @@ type Joiner struct {
 	orphans  map[string]Exit // exits that came before their exec
 
 	pendq, procq, exitq, recq queue
+	rootq                     queue // IDs in j.roots, oldest first
+	rootCount                 int   // roots in j.roots
 	deniedq                   queue // refused records, oldest first
 	seq                       uint64
 	stats                     Stats

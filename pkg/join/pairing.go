@@ -126,19 +126,21 @@ func pairRoots(recs []*auditlog.ExecRecord, roots map[string]rootInfo, skew time
 		}
 		return strings.Compare(a, b)
 	})
-	fit := make([][]bool, len(ids))
+	fit, after := make([][]bool, len(ids)), make([][]bool, len(ids))
 	for i, id := range ids {
 		ri := roots[id]
-		fit[i] = make([]bool, len(recs))
+		fit[i], after[i] = make([]bool, len(recs)), make([]bool, len(recs))
 		for q, rec := range recs {
 			fit[i][q] = fits(&ri, rec, skew)
+			after[i][q] = fit[i][q] && !ri.start.Before(rec.RequestReceivedTimestamp)
 		}
 	}
-	e := enumerator{fit: fit, ids: ids, roots: roots, nreq: len(recs)}
+	e := enumerator{fit: fit, after: after, ids: ids, roots: roots, nreq: len(recs)}
 	e.run()
 	out := make(map[string]rootOutcome, len(ids))
 	taken := make([]bool, len(recs))
 	for i, id := range ids {
+		ri := roots[id]
 		o := rootOutcome{req: -1}
 		seen := e.seen[i]
 		switch {
@@ -150,7 +152,7 @@ func pairRoots(recs []*auditlog.ExecRecord, roots map[string]rootInfo, skew time
 		case len(seen) == 1 && seen[0] >= 0:
 			o.req = seen[0]
 		case len(seen) == 1:
-			o.reused = len(fitting(fit[i])) > 0
+			o.reused = cameBefore(&ri, recs, skew)
 		default:
 			o.cands = slices.DeleteFunc(slices.Clone(seen), func(q int) bool { return q < 0 })
 		}
@@ -163,6 +165,21 @@ func pairRoots(recs []*auditlog.ExecRecord, roots map[string]rootInfo, skew time
 		out[id] = o
 	}
 	return out, taken
+}
+
+// cameBefore reports whether an allowed request of ri's pod was received
+// before ri started: a root no request is left for is then one that reused
+// the ID, not one whose own request is still to come.
+func cameBefore(ri *rootInfo, recs []*auditlog.ExecRecord, skew time.Duration) bool {
+	for _, rec := range recs {
+		if !pairable(rec) || differ(ri.ns, rec.Namespace) || differ(ri.pod, rec.Pod) || differ(ri.ctrName, rec.Container) {
+			continue
+		}
+		if rr := rec.RequestReceivedTimestamp; rr.IsZero() || ri.start.IsZero() || !ri.start.Before(rr.Add(-skew)) {
+			return true
+		}
+	}
+	return false
 }
 
 func fitting(row []bool) []int {
@@ -178,6 +195,7 @@ func fitting(row []bool) []int {
 // enumerator walks every assignment of roots (in start order) to requests.
 type enumerator struct {
 	fit   [][]bool
+	after [][]bool // fit, and started after the request by the node's clock
 	ids   []string
 	roots map[string]rootInfo
 	nreq  int
@@ -250,14 +268,17 @@ func (e *enumerator) held(a []int) []int {
 }
 
 // firstCome rejects an assignment that leaves out a root which started
-// before a held root whose request it fits.
+// before a held root and after that root's request was received. A root
+// that started before the request by the node's clock fits it only through
+// the clock skew: it may be the session whose ID the request reused (its
+// own request not logged), so it does not come first.
 func (e *enumerator) firstCome(a []int) bool {
 	for u, qu := range a {
 		if qu >= 0 {
 			continue
 		}
 		for m, qm := range a {
-			if qm >= 0 && e.fit[u][qm] && e.roots[e.ids[u]].start.Before(e.roots[e.ids[m]].start) {
+			if qm >= 0 && e.after[u][qm] && e.roots[e.ids[u]].start.Before(e.roots[e.ids[m]].start) {
 				return false
 			}
 		}
@@ -292,8 +313,41 @@ func (j *Joiner) addRoot(id string, p *proc) {
 		j.stats.RootsOverCap++
 		return
 	}
+	if len(roots) == 0 {
+		j.rootq.push(id, 0, time.Time{})
+	}
+	if !ok {
+		j.rootCount++
+	}
 	roots[p.in.ProcessID] = ri
 	j.repair(id)
+	j.evictRoots()
+}
+
+// evictRoots bounds the roots remembered (MaxRecords in all): the oldest
+// ID's roots go first, once neither its requests nor any carrier is held.
+// A forgotten hold could let a later root take its request if the record
+// came back (a lookup), so this is counted.
+func (j *Joiner) evictRoots() {
+	for n := j.rootq.size(); j.rootCount > j.cfg.MaxRecords && n > 0; n-- {
+		e, ok := j.rootq.peek()
+		if !ok {
+			return
+		}
+		j.rootq.pop()
+		roots := j.roots[e.id]
+		if roots == nil {
+			continue
+		}
+		if j.recs[e.id] != nil || j.ids[e.id] != nil {
+			j.rootq.requeue(e) // in use: keep it, look at the next
+			continue
+		}
+		j.rootCount -= len(roots)
+		j.stats.EvictedRoots += int64(len(roots))
+		delete(j.roots, e.id)
+		delete(j.pairs, e.id)
+	}
 }
 
 // repair drops id's pairing and schedules what read it: the ID's carriers
@@ -303,11 +357,11 @@ func (j *Joiner) repair(id string) {
 	j.enqueueRecord(id)
 }
 
-// forgetRoots drops id's roots once neither its requests nor any process
-// carrying it is held.
+// forgetRoots drops id's pairing once neither its requests nor any
+// process carrying it is held. Its roots stay (evictRoots bounds them): a
+// root that left memory still holds its request if the record comes back.
 func (j *Joiner) forgetRoots(id string) {
 	if j.recs[id] == nil && j.ids[id] == nil {
-		delete(j.roots, id)
 		delete(j.pairs, id)
 	}
 }

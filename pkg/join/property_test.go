@@ -23,6 +23,10 @@ type scenario struct {
 	exits  []Exit
 	events []auditlog.Event
 	expect map[string]want // checked exactly (flags aside)
+	// truth maps a process to the request URI that started its session
+	// ("" for none): no process is attributed by ID to another request.
+	truth map[string]string
+	keps  []kepSession // sessions whose roots carry their ID, for reuse
 }
 
 var (
@@ -32,7 +36,7 @@ var (
 )
 
 func genScenario(rng *rand.Rand) scenario {
-	sc := scenario{expect: map[string]want{}}
+	sc := scenario{expect: map[string]want{}, truth: map[string]string{}}
 	n := 2 + rng.Intn(4)
 	var ids []string
 	for i := range n {
@@ -55,12 +59,23 @@ func genScenario(rng *rand.Rand) scenario {
 		if replayed {
 			pod = "db"
 		}
+		uri := ""
 		if delivered {
 			user := genUsers[rng.Intn(len(genUsers))]
-			sc.events = append(sc.events, genEvents(id, user, pod, ctr, cmd, code, rr, end, mode == "spo", i, "")...)
+			evs := genEvents(id, user, pod, ctr, cmd, code, rr, end, mode == "spo", i, "")
+			sc.events = append(sc.events, evs...)
+			if code == 101 && !replayed {
+				uri = evs[0].RequestURI
+			}
 			if conflict {
 				other := genUsers[(rng.Intn(2)+1)%len(genUsers)]
-				sc.events = append(sc.events, genEvents(id, other, pod, ctr, cmd, 101, rr, end, false, i, "&spoofed=1")...)
+				evs := genEvents(id, other, pod, ctr, cmd, 101, rr, end, false, i, "&spoofed=1")
+				sc.events = append(sc.events, evs...)
+				if code != 101 && !replayed {
+					// The refused request exec'd nothing: the one root
+					// is the allowed request's.
+					uri = evs[0].RequestURI
+				}
 			}
 		}
 		root := Process{Exec: capture.Exec{ProcessID: fmt.Sprintf("s%d-r", i), ParentProcessID: fmt.Sprintf("runc-%d", i),
@@ -91,14 +106,21 @@ func genScenario(rng *rand.Rand) scenario {
 				Namespace: "ns", Pod: "web", Container: ctr,
 			}
 			setID(&c, vocab.SourceInherited)
+			if rng.Intn(2) == 0 {
+				c.SessionRootID = root.ProcessID
+			}
 			if mode == "kep" && rng.Intn(8) == 0 {
 				c.Captured.Flags = append(c.Captured.Flags, []string{vocab.FlagEnvRemoved, vocab.FlagEnvMismatch}[rng.Intn(2)])
 			}
 			tree = append(tree, c)
 		}
+		if mode == "kep" {
+			sc.keps = append(sc.keps, kepSession{id: id, ctr: ctr, cid: cid, root: root.ProcessID, start: root.Start})
+		}
 		for _, p := range tree {
 			p.ExecTime = p.Start
 			sc.procs = append(sc.procs, p)
+			sc.truth[p.ProcessID] = uri
 			if rng.Intn(2) == 0 {
 				sc.exits = append(sc.exits, Exit{ProcessID: p.ProcessID, Time: p.Start.Add(5 * time.Second), Code: rng.Intn(3)})
 			}
@@ -124,6 +146,9 @@ func genScenario(rng *rand.Rand) scenario {
 		sc.procs = append(sc.procs, w, f, fc)
 		sc.expect["forge"] = want{claimed: victim}
 		sc.expect["forge-c"] = want{claimed: victim}
+	}
+	if len(sc.keps) > 0 && rng.Intn(2) == 0 {
+		addReuse(rng, &sc)
 	}
 	return sc
 }
@@ -229,6 +254,7 @@ func TestJoinOrderIndependence(t *testing.T) {
 				seen[f]++
 			}
 		}
+		checkTruth(t, seed, s, &sc, ref)
 		for id, w := range sc.expect {
 			got := ref.procs[id]
 			if got.Attribution != w.attr || got.AuditID != w.auditID || (w.claimed != "" && got.ClaimedAuditID != w.claimed) {
@@ -254,7 +280,7 @@ func TestJoinOrderIndependence(t *testing.T) {
 	for _, k := range []string{
 		"attribution=audit_id", "attribution=inherited", "attribution=heuristic", "attribution=ambiguous", "attribution=",
 		vocab.FlagPodMismatch, vocab.FlagDeniedExec, vocab.FlagNoAuditRecord, vocab.FlagRootUnverified, vocab.FlagAuditIDConflict,
-		vocab.FlagEnvMismatch, vocab.FlagEnvRemoved, vocab.FlagPlaceholder,
+		vocab.FlagEnvMismatch, vocab.FlagEnvRemoved, vocab.FlagPlaceholder, vocab.FlagAuditIDReused,
 	} {
 		if seen[k] == 0 {
 			t.Errorf("seed %d: no process with %s", seed, k)

@@ -163,6 +163,11 @@ func applyOutcome(p *proc, pr *pairing, o rootOutcome, root bool, r *result) {
 		for _, q := range o.cands {
 			r.candidates = append(r.candidates, pr.keys[q])
 		}
+		if len(o.cands) == 1 {
+			// Another root fits the one request as well: one of them
+			// reused its ID.
+			r.flag(vocab.FlagAuditIDReused)
+		}
 	default:
 		r.waiting = true
 		if o.reused {

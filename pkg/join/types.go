@@ -102,6 +102,7 @@ type Stats struct {
 	EvictedDenied    int64 `json:"evictedDenied"`    // refused records dropped by any record bound
 	EvictedExits     int64 `json:"evictedExits"`     // exits for unknown processes dropped
 	RootsOverCap     int64 `json:"rootsOverCap"`     // verified roots past maxRootsPerID under one ID, never attributed
+	EvictedRoots     int64 `json:"evictedRoots"`     // roots of IDs no longer held, forgotten by the MaxRecords bound
 }
 
 // ProcessOf is the joiner's input for an exec event in the pod pkg/meta
