@@ -149,11 +149,14 @@ func TestAuditLookupAttributes(t *testing.T) {
 	l := &mapLookup{recs: map[string][]auditlog.ExecRecord{id: {rec}}}
 	a, st, w := startAgent(t, WithAuditLookup(l, 2))
 	ctx := context.Background()
+	// The session's root and its child: one request lands one root.
 	for i, pid := range []uint32{300, 301} {
 		ev := capture.Event{Exec: capture.Exec{ProcessID: "30" + string(rune('0'+i)) + "-1",
-			ParentProcessID: "299-1", PID: pid, PPID: 299, Argv: []string{"sh"}, ContainerID: ctr}, Kind: capture.KindExec, Time: time.Now(),
-			AuditID: id,
-			Source:  vocab.SourceEnv}
+			ParentProcessID: "299-1", PID: pid, PPID: 299, Argv: []string{"sh"}, ContainerID: ctr, SessionRootID: "300-1"},
+			Kind: capture.KindExec, Time: time.Now(), AuditID: id, Source: vocab.SourceEnv}
+		if i == 1 {
+			ev.ParentProcessID, ev.PPID, ev.Source = "300-1", 300, vocab.SourceInherited
+		}
 		if err := a.Process(ctx, ev); err != nil {
 			t.Fatal(err)
 		}

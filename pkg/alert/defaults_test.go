@@ -1,6 +1,7 @@
 package alert
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -13,6 +14,54 @@ import (
 // TestDefaultRules has a positive and a negative case per shipped rule;
 // each case is evaluated against all the default rules, so a case that
 // raises another rule than expected fails too.
+// reusedBy is session() with a second request under its ID by user ("":
+// the session's own).
+func reusedBy(user string) func() Input {
+	return func() Input {
+		s := session()
+		other := s.ExecRecord
+		other.User = auditlog.UserInfo{Username: cmp.Or(user, s.User.Username)}
+		other.RequestURI += "&again"
+		s.Conflicts, s.Flags = []auditlog.ExecRecord{other}, []string{"audit_id_conflict"}
+		return Input{Session: s}
+	}
+}
+
+// TestReusedIDAlertsNameBothUsers: the reuse alerts name both users, both
+// requests, and the real pod, container and process.
+func TestReusedIDAlertsNameBothUsers(t *testing.T) {
+	e := newTestEngine(t, DefaultRules(), nil)
+	in := reusedBy("mallory")()
+	in.Session.AuditID += "~0123456789ab"
+	var msg string
+	for _, a := range e.Evaluate(in, t0) {
+		if a.Rule == "audit-id-reused" {
+			msg = a.Message
+		}
+	}
+	s := in.Session
+	for _, want := range []string{s.User.Username, "mallory", s.RequestURI, s.Conflicts[0].RequestURI, s.Conflicts[0].AuditID,
+		s.Namespace + "/" + s.Pod + "/" + s.Container} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("audit-id-reused message %q lacks %q", msg, want)
+		}
+	}
+	in = claimantInput()
+	in.Process.Flags = []string{"audit_id_reused"}
+	msg = ""
+	for _, a := range e.Evaluate(in, t0) {
+		if a.Rule == "audit-id-reused-root" {
+			msg = a.Message
+		}
+	}
+	p := in.Process
+	for _, want := range []string{in.Claimed.User.Username, p.ProcessID, p.ContainerID, p.Pod, p.ClaimedAuditID} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("audit-id-reused-root message %q lacks %q", msg, want)
+		}
+	}
+}
+
 func TestDefaultRules(t *testing.T) {
 	type tc struct {
 		name string
@@ -81,6 +130,9 @@ func TestDefaultRules(t *testing.T) {
 		{"audit_id_conflict on the session", withFlags(nil, []string{"audit_id_conflict"}), []string{"tamper-audit-id-conflict"}},
 		{"audit_id_conflict on the process", withFlags([]string{"audit_id_conflict"}, nil), []string{"tamper-audit-id-conflict"}},
 		{"no_audit_record", claimant(false, "no_audit_record"), []string{"no-audit-record"}},
+		{"another user reused the session's ID", reusedBy("mallory"), []string{"audit-id-reused", "tamper-audit-id-conflict"}},
+		{"the same user's second request under one ID", reusedBy(""), []string{"tamper-audit-id-conflict"}},
+		{"a root no request is left for", claimant(true, "audit_id_reused"), []string{"audit-id-reused-root"}},
 		{"process without session, no flag", func() Input { return Input{Process: process()} }, nil},
 		{"exec into kube-system", func() Input {
 			s := session()

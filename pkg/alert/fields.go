@@ -3,6 +3,7 @@ package alert
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/execid/correlator/pkg/join"
 )
@@ -15,6 +16,7 @@ var fieldNames = []string{
 	"namespace", "pod", "container", "command", "envNames", "tty", "stdin",
 	"argv", "filename", "pid", "ppid", "processUID", "attribution", "flags",
 	"auditID", "claimedAuditID", "processID", "containerID", "claimedUser",
+	"requestURI", "reusedAuditID", "otherUsers", "otherRequests",
 }
 
 // knownField reports whether a template may refer to name; label.KEY
@@ -122,6 +124,21 @@ func (in *Input) field(r *Rule, matched, name string) (string, bool) {
 		if c := in.claimed(); c != nil {
 			return displayUser(c), true
 		}
+	case "requestURI":
+		if s != nil {
+			return s.RequestURI, true
+		}
+	case "reusedAuditID":
+		// The apiserver's audit ID of the session, which its other
+		// requests share (the session's own key may be derived).
+		if s != nil && len(s.Conflicts) > 0 {
+			return s.Conflicts[0].AuditID, true
+		}
+		return in.auditID(), true
+	case "otherUsers":
+		return strings.Join(in.otherUsers(), ","), true
+	case "otherRequests":
+		return in.otherRequests(), true
 	default:
 		if k, ok := strings.CutPrefix(name, "label."); ok {
 			v, ok := in.Labels[k]
@@ -130,6 +147,21 @@ func (in *Input) field(r *Rule, matched, name string) (string, bool) {
 		return "", false
 	}
 	return "", true // a known field the input lacks: empty
+}
+
+// otherRequests describes the session's other requests under its audit ID:
+// who, when, and what each asked.
+func (in *Input) otherRequests() string {
+	if in.Session == nil {
+		return ""
+	}
+	var parts []string
+	for i := range in.Session.Conflicts {
+		c := &in.Session.Conflicts[i]
+		parts = append(parts, displayUser(&join.Session{ExecRecord: *c})+" at "+
+			c.RequestReceivedTimestamp.UTC().Format(time.RFC3339Nano)+": "+c.RequestURI)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // displayUser is a session's username, with " as NAME" when it

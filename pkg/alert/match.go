@@ -50,6 +50,26 @@ func (in *Input) users() []string {
 	return sessionUsers(in.Session)
 }
 
+// otherUsers are the users of the other requests under the session's audit
+// ID, less the session's own users.
+func (in *Input) otherUsers() []string {
+	if in.Session == nil {
+		return nil
+	}
+	own := in.users()
+	var out []string
+	for i := range in.Session.Conflicts {
+		c := &in.Session.Conflicts[i]
+		for _, u := range sessionUsers(&join.Session{ExecRecord: *c}) {
+			if !slices.Contains(own, u) && !slices.Contains(out, u) {
+				out = append(out, u)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func sessionUsers(s *join.Session) []string {
 	if s == nil {
 		return nil
@@ -226,6 +246,9 @@ func (mt *matcher) match(m *Match) bool {
 		return false
 	}
 	if m.ClaimedUser != nil && !mt.anyValue("claimedUser", m.ClaimedUser, in.claimedUsers()) {
+		return false
+	}
+	if m.OtherUser != nil && !mt.anyValue("otherUser", m.OtherUser, in.otherUsers()) {
 		return false
 	}
 	if len(m.AnyOf) > 0 && !mt.anyOf(m.AnyOf) {

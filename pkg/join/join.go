@@ -48,10 +48,10 @@ type Config struct {
 	// apiserver's: a verified root may start up to this long before its
 	// request's requestReceived (or after its end) and still be paired with
 	// it. Larger makes reused IDs ambiguous more often, never wrong.
-	ClockSkew  time.Duration `json:"clockSkew" yaml:"clockSkew"`
-	MaxPending      int           `json:"maxPending" yaml:"maxPending"`
-	MaxRecords      int           `json:"maxRecords" yaml:"maxRecords"`
-	MaxProcesses    int           `json:"maxProcesses" yaml:"maxProcesses"`
+	ClockSkew    time.Duration `json:"clockSkew" yaml:"clockSkew"`
+	MaxPending   int           `json:"maxPending" yaml:"maxPending"`
+	MaxRecords   int           `json:"maxRecords" yaml:"maxRecords"`
+	MaxProcesses int           `json:"maxProcesses" yaml:"maxProcesses"`
 	// MaxRecordBytes bounds the estimated heap of the records held, shared
 	// strings included; MaxProcessBytes that of the processes.
 	MaxRecordBytes  int `json:"maxRecordBytes" yaml:"maxRecordBytes"`

@@ -176,8 +176,8 @@ func TestJoinTable(t *testing.T) {
 			},
 		},
 		{
-			name: "two requests share an ID",
-			recs: []auditlog.ExecRecord{xr(idA), spoofedA},
+			name:  "two requests share an ID",
+			recs:  []auditlog.ExecRecord{xr(idA), spoofedA},
 			procs: []Process{pr("r", "runc", idA, vocab.SourceEnv)},
 			want: map[string]want{"r": {attr: vocab.AttributionAmbiguous, claimed: idA,
 				cands: []string{idA, sessionKey(idA, &spoofedA, false)}, flags: []string{vocab.FlagAuditIDConflict}}},
