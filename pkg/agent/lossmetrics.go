@@ -40,7 +40,8 @@ func newJoinCollector(snap *atomic.Pointer[lossStats]) *joinCollector {
 		evicted: prometheus.NewDesc("correlator_join_evicted_total",
 			"Entries the join dropped to stay within its bounds, by kind: processes, pending (expired early), records, "+
 				"denied (records of refused requests), exits (of unknown processes), merger (requests whose stages were being merged), "+
-				"pod_labels (pods whose labels the alert rules no longer see).",
+				"pod_labels (pods whose labels the alert rules no longer see), roots (verified session roots whose hold on their "+
+				"request was forgotten), roots_over_cap (verified roots past 64 under one audit ID, never attributed).",
 			[]string{"kind"}, nil),
 		expired: prometheus.NewDesc("correlator_join_expired_total",
 			"Processes that waited out --pending-ttl with no audit record (flagged no_audit_record).", nil, nil),
@@ -59,7 +60,8 @@ func (c *joinCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	j := &s.join
 	for kind, v := range map[string]int64{"processes": j.EvictedProcesses, "pending": j.EvictedPending,
-		"records": j.EvictedRecords, "denied": j.EvictedDenied, "exits": j.EvictedExits, "merger": s.merger, "pod_labels": s.labels} {
+		"records": j.EvictedRecords, "denied": j.EvictedDenied, "exits": j.EvictedExits, "merger": s.merger, "pod_labels": s.labels,
+		"roots": j.EvictedRoots, "roots_over_cap": j.RootsOverCap} {
 		ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(v), kind)
 	}
 	ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(j.Expired))

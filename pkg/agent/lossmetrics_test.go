@@ -47,13 +47,15 @@ func TestJoinLossExported(t *testing.T) {
 		}
 	}
 	want := `
-# HELP correlator_join_evicted_total Entries the join dropped to stay within its bounds, by kind: processes, pending (expired early), records, denied (records of refused requests), exits (of unknown processes), merger (requests whose stages were being merged), pod_labels (pods whose labels the alert rules no longer see).
+# HELP correlator_join_evicted_total Entries the join dropped to stay within its bounds, by kind: processes, pending (expired early), records, denied (records of refused requests), exits (of unknown processes), merger (requests whose stages were being merged), pod_labels (pods whose labels the alert rules no longer see), roots (verified session roots whose hold on their request was forgotten), roots_over_cap (verified roots past 64 under one audit ID, never attributed).
 # TYPE correlator_join_evicted_total counter
 correlator_join_evicted_total{kind="denied"} 0
 correlator_join_evicted_total{kind="exits"} 0
 correlator_join_evicted_total{kind="merger"} 0
 correlator_join_evicted_total{kind="pending"} 3
 correlator_join_evicted_total{kind="pod_labels"} 0
+correlator_join_evicted_total{kind="roots"} 0
+correlator_join_evicted_total{kind="roots_over_cap"} 0
 correlator_join_evicted_total{kind="processes"} 0
 correlator_join_evicted_total{kind="records"} 0
 `

@@ -1,6 +1,7 @@
 package join
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -270,4 +271,37 @@ func TestJoinHeuristicFirstImage(t *testing.T) {
 		},
 	}
 	runJoinCases(t, cases, nil)
+}
+
+// The roots remembered are bounded: past maxRootsPerID under one ID a root
+// is never attributed, and past MaxRecords in all the oldest unused ID's
+// roots are forgotten; both are counted.
+func TestJoinRootBounds(t *testing.T) {
+	j := newJoiner(t)
+	j.AddRecord(t0, xr(idA))
+	var last Process
+	for i := range maxRootsPerID + 1 {
+		last = with(pr(fmt.Sprintf("r%d", i), "runc", idA, vocab.SourceEnv), func(p *Process) {
+			p.Start = t0.Add(time.Second + time.Duration(i)*time.Millisecond)
+		})
+		j.AddProcess(t0, last)
+	}
+	if got := j.Stats().RootsOverCap; got != 1 {
+		t.Errorf("RootsOverCap = %d, want 1", got)
+	}
+	got, _ := j.Process(last.ProcessID)
+	checkWant(t, last.ProcessID, got, want{claimed: idA, flags: []string{vocab.FlagAuditIDReused}})
+	first, _ := j.Process("r0")
+	checkWant(t, "r0", first, want{attr: vocab.AttributionAuditID, auditID: idA})
+
+	j = newJoiner(t, func(c *Config) { c.MaxRecords = 2 })
+	for i := range 4 {
+		id := fmt.Sprintf("0b5e1c8a-0000-4000-8000-%012d", i)
+		j.AddProcess(t0, pr(fmt.Sprintf("p%d", i), "runc", id, vocab.SourceEnv))
+		j.AddExit(t0, Exit{ProcessID: fmt.Sprintf("p%d", i), Time: t0})
+		j.Expire(t0.Add(time.Hour))
+	}
+	if j.rootCount > 2 || j.Stats().EvictedRoots < 2 {
+		t.Errorf("roots held %d, evicted %d: want at most 2 held and the rest counted", j.rootCount, j.Stats().EvictedRoots)
+	}
 }
