@@ -31,7 +31,9 @@ type auditSourceOptions struct {
 	tlsCert       string
 	tlsKey        string
 	clientCA      string
-	maxBody       int64
+	// firehoseKeyFile holds the access keys Amazon Data Firehose sends.
+	firehoseKeyFile string
+	maxBody         int64
 	// tokens shares token files with the API; nil opens them alone.
 	tokens *tokenFiles
 }
@@ -45,16 +47,17 @@ func (o *auditSourceOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.tlsCert, "audit-webhook-tls-cert", "", "webhook server certificate (PEM)")
 	fs.StringVar(&o.tlsKey, "audit-webhook-tls-key", "", "webhook server key (PEM)")
 	fs.StringVar(&o.clientCA, "audit-webhook-client-ca", "", "CA bundle client certificates must chain to (enables verification)")
+	fs.StringVar(&o.firehoseKeyFile, "audit-webhook-firehose-access-key-file", "", "file of access keys Amazon Data Firehose HTTP endpoint deliveries may carry (X-Amz-Firehose-Access-Key), one per line, # comments (reloaded when it changes); without it Firehose deliveries are refused")
 	fs.Int64Var(&o.maxBody, "audit-webhook-max-body-bytes", auditlog.DefaultMaxBodyBytes, "largest webhook request body accepted")
 }
 
 // validateWebhook applies the API's rule to the standalone webhook: without
 // a token file or a client CA it must listen on loopback only.
 func (o *auditSourceOptions) validateWebhook() error {
-	if o.webhookListen == "" || o.tokenFile != "" || o.clientCA != "" || authn.IsLoopback(o.webhookListen) {
+	if o.webhookListen == "" || o.tokenFile != "" || o.clientCA != "" || o.firehoseKeyFile != "" || authn.IsLoopback(o.webhookListen) {
 		return nil
 	}
-	return fmt.Errorf("validating --audit-webhook-listen %q: %w: give --audit-webhook-token-file or --audit-webhook-client-ca, or listen on 127.0.0.1",
+	return fmt.Errorf("validating --audit-webhook-listen %q: %w: give --audit-webhook-token-file, --audit-webhook-client-ca or --audit-webhook-firehose-access-key-file, or listen on 127.0.0.1",
 		o.webhookListen, authn.ErrInsecureListener)
 }
 
@@ -81,16 +84,23 @@ func (o *auditSourceOptions) sources(log zerolog.Logger, m *auditlog.Metrics) ([
 	if o.webhookListen != "" {
 		cfg := auditlog.WebhookConfig{Listen: o.webhookListen, MaxBodyBytes: o.maxBody,
 			TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey, ClientCAFile: o.clientCA}
+		files := o.tokens
+		if files == nil {
+			files = newTokenFiles(log)
+		}
 		if o.tokenFile != "" {
-			files := o.tokens
-			if files == nil {
-				files = newTokenFiles(log)
-			}
 			tf, err := files.open(o.tokenFile)
 			if err != nil {
 				return nil, fmt.Errorf("opening --audit-webhook-token-file: %w", err)
 			}
 			cfg.Tokens = tf
+		}
+		if o.firehoseKeyFile != "" {
+			kf, err := files.open(o.firehoseKeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("opening --audit-webhook-firehose-access-key-file: %w", err)
+			}
+			cfg.FirehoseKeys = kf
 		}
 		s, err := auditlog.NewWebhookServer(cfg, log, m)
 		if err != nil {

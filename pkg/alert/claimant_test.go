@@ -13,7 +13,7 @@ func claimedVictim(in *Input) {
 	c.ImpersonatedUser = &auditlog.UserInfo{Username: "admin", Groups: []string{"system:masters"}}
 	c.User.UID, c.SourceIPs = "u-1", []string{"10.0.0.7"}
 	c.Namespace, c.Pod, c.Container = "kube-system", "etcd-0", "etcd"
-	c.Command, c.Env, c.TTY, c.Stdin = []string{"cat", "/etc/shadow"}, []string{"LD_PRELOAD=/x.so"}, true, true
+	c.Command, c.Env, c.TTY, c.Stdin = []string{"cat", "/etc/shadow"}, []string{"LD_PRELOAD=/x.so"}, yes(), yes()
 	c.Flags = []string{"audit_id_conflict"}
 }
 
@@ -100,7 +100,7 @@ func TestClaimantFields(t *testing.T) {
 			in := Input{Session: session(), Process: process()}
 			in.Process.ContainerID = "c0ffee"
 			return in
-		}, "user=alice@example.com imp= uid= groups=system:authenticated,dev ip= cmd=ls -l env= tty=false " +
+		}, "user=alice@example.com imp= uid= groups=system:authenticated,dev ip= cmd=ls -l env= tty=unknown " +
 			"audit=5b5e2e4c-0000-4000-8000-000000000001 | claimed= id= ctr=c0ffee at=shop/web-0/app matched=filename=/bin/ls"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -91,7 +91,7 @@ func TestDefaultRules(t *testing.T) {
 	shell := func(mod func(*join.Session)) func() Input {
 		return func() Input {
 			s := session()
-			s.Command, s.TTY, s.Stdin = []string{"/bin/bash"}, true, true
+			s.Command, s.TTY, s.Stdin = []string{"/bin/bash"}, yes(), yes()
 			if mod != nil {
 				mod(s)
 			}
@@ -151,8 +151,8 @@ func TestDefaultRules(t *testing.T) {
 		{"interactive shell impersonating system:masters", shell(func(s *join.Session) {
 			s.ImpersonatedUser = &auditlog.UserInfo{Username: "admin", Groups: []string{"system:masters"}}
 		}), nil},
-		{"shell without tty", shell(func(s *join.Session) { s.TTY = false }), nil},
-		{"shell without stdin", shell(func(s *join.Session) { s.Stdin = false }), nil},
+		{"shell without tty", shell(func(s *join.Session) { s.TTY = no() }), nil},
+		{"shell without stdin", shell(func(s *join.Session) { s.Stdin = no() }), nil},
 		{"interactive non-shell (top)", shell(func(s *join.Session) { s.Command = []string{"top"} }), nil},
 		{"interactive bashful is not bash", shell(func(s *join.Session) { s.Command = []string{"bashful"} }), nil},
 		{"--env LD_PRELOAD", func() Input {
@@ -218,7 +218,7 @@ func TestDefaultRulesShellAllowGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := session()
-	s.Command, s.TTY, s.Stdin = []string{"sh"}, true, true
+	s.Command, s.TTY, s.Stdin = []string{"sh"}, yes(), yes()
 	for _, tc := range []struct {
 		groups []string
 		want   bool
@@ -309,3 +309,6 @@ func TestDefaultRulesClaimantMessages(t *testing.T) {
 		})
 	}
 }
+
+func yes() *bool { b := true; return &b }
+func no() *bool  { b := false; return &b }

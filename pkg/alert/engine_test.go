@@ -109,7 +109,7 @@ func TestPayload(t *testing.T) {
 func BenchmarkEvaluate(b *testing.B) {
 	e := newTestEngine(b, DefaultRules(), prometheus.NewRegistry(), WithRecentIDs(0))
 	s := session()
-	s.Command, s.TTY, s.Stdin = []string{"bash"}, true, true
+	s.Command, s.TTY, s.Stdin = []string{"bash"}, yes(), yes()
 	p := process()
 	p.Flags = []string{"env_mismatch"}
 	in := Input{Session: s, Process: p}

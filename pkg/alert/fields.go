@@ -77,9 +77,15 @@ func (in *Input) field(r *Rule, matched, name string) (string, bool) {
 	case "envNames":
 		return strings.Join(in.envNames(), ","), true
 	case "tty":
-		return strconv.FormatBool(s != nil && s.TTY), true
+		if s != nil {
+			return triBool(s.TTY), true
+		}
+		return "false", true
 	case "stdin":
-		return strconv.FormatBool(s != nil && s.Stdin), true
+		if s != nil {
+			return triBool(s.Stdin), true
+		}
+		return "false", true
 	case "argv":
 		if p != nil {
 			return strings.Join(p.Argv, " "), true
@@ -182,4 +188,12 @@ func (in *Input) auditID() string {
 		return in.Process.AuditID
 	}
 	return ""
+}
+
+// triBool renders a flag the audit log may leave unsaid (GKE): "unknown".
+func triBool(b *bool) string {
+	if b == nil {
+		return "unknown"
+	}
+	return strconv.FormatBool(*b)
 }

@@ -236,10 +236,11 @@ func (mt *matcher) match(m *Match) bool {
 	if m.Flags != nil && !mt.flagsMatch(m.Flags) {
 		return false
 	}
-	if m.TTY != nil && (in.Session == nil || in.Session.TTY != *m.TTY) {
+	// A flag the audit log left unsaid matches neither true nor false.
+	if m.TTY != nil && (in.Session == nil || in.Session.TTY == nil || *in.Session.TTY != *m.TTY) {
 		return false
 	}
-	if m.Stdin != nil && (in.Session == nil || in.Session.Stdin != *m.Stdin) {
+	if m.Stdin != nil && (in.Session == nil || in.Session.Stdin == nil || *in.Session.Stdin != *m.Stdin) {
 		return false
 	}
 	if m.Claimant != nil && (in.Process == nil || in.claimant() != *m.Claimant) {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestCorpusFalcoExec(t *testing.T) {
 	want := ExecRecord{
 		AuditID: "ca1ed9f4-7bf4-4c85-81a8-1b11253d1ba6", Verb: "create", Subresource: "exec",
 		Namespace: "default", Pod: "nginx-deployment-7998647bdf-phvq7", Container: "nginx1",
-		Stdin: true, TTY: true, Code: 101, Decision: "allow",
+		Stdin: boolPtr(true), TTY: boolPtr(true), Code: 101, Decision: "allow",
 	}
 	checkCore(t, r, want)
 	if !slices.Equal(r.Command, []string{"bash"}) {
@@ -58,7 +59,7 @@ func TestCorpusFalcoAttach(t *testing.T) {
 	want := ExecRecord{
 		AuditID: "14933b4e-7b09-4964-af09-b7987367e1ba", Verb: "create", Subresource: "attach",
 		Namespace: "default", Pod: "nginx-deployment-7998647bdf-phvq7", Container: "nginx1",
-		Stdin: true, TTY: false, Code: 101, Decision: "allow",
+		Stdin: boolPtr(true), TTY: boolPtr(false), Code: 101, Decision: "allow",
 	}
 	checkCore(t, r, want)
 	if len(r.Command) != 0 {
@@ -70,11 +71,11 @@ func checkCore(t *testing.T, got, want ExecRecord) {
 	t.Helper()
 	type core struct {
 		AuditID, Verb, Subresource, Namespace, Pod, Container, Decision string
-		Stdin, TTY                                                      bool
+		Stdin, TTY                                                      string
 		Code                                                            int32
 	}
-	g := core{got.AuditID, got.Verb, got.Subresource, got.Namespace, got.Pod, got.Container, got.Decision, got.Stdin, got.TTY, got.Code}
-	w := core{want.AuditID, want.Verb, want.Subresource, want.Namespace, want.Pod, want.Container, want.Decision, want.Stdin, want.TTY, want.Code}
+	g := core{got.AuditID, got.Verb, got.Subresource, got.Namespace, got.Pod, got.Container, got.Decision, triState(got.Stdin), triState(got.TTY), got.Code}
+	w := core{want.AuditID, want.Verb, want.Subresource, want.Namespace, want.Pod, want.Container, want.Decision, triState(want.Stdin), triState(want.TTY), want.Code}
 	if g != w {
 		t.Errorf("record core\n got %+v\nwant %+v", g, w)
 	}
@@ -158,7 +159,7 @@ func TestCorpusApiserverEncoder(t *testing.T) {
 			r := recs[0]
 			checkCore(t, r, ExecRecord{
 				AuditID: "11111111-2222-3333-4444-555555555555", Verb: "create", Subresource: "exec",
-				Namespace: "default", Pod: "web", Container: "c", Stdin: true, TTY: true, Code: 101,
+				Namespace: "default", Pod: "web", Container: "c", Stdin: boolPtr(true), TTY: boolPtr(true), Code: 101,
 				Decision: map[bool]string{true: "", false: "allow"}[name == "log_backend_format-legacy.log"],
 			})
 			if r.ImpersonatedUser == nil || r.ImpersonatedUser.Username != "bob" || r.Effective().Username != "bob" {
@@ -172,4 +173,12 @@ func TestCorpusApiserverEncoder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// triState prints a tri-state bool for comparisons.
+func triState(b *bool) string {
+	if b == nil {
+		return "unknown"
+	}
+	return strconv.FormatBool(*b)
 }

@@ -142,6 +142,7 @@ type accounter struct {
 	p        *Parser
 	logged   int
 	reported int64 // events already added to the read metric
+	cut      int64 // truncated IDs already added to their metric
 }
 
 func (a *accounter) emit(evs []Event, emit EmitFunc, unit int) error {
@@ -177,6 +178,8 @@ func (a *accounter) flush() {
 	ev := a.p.counts.Events
 	a.d.metrics.read(a.d.cfg.Source, ev-a.reported)
 	a.reported = ev
+	a.d.metrics.idsCut(a.p.counts.IDsTruncated - a.cut)
+	a.cut = a.p.counts.IDsTruncated
 	if a.d.cfg.OnProgress != nil {
 		a.d.cfg.OnProgress(a.p.counts)
 	}

@@ -58,6 +58,11 @@ type Event struct {
 	Metadata  *eventV1beta1 `json:"metadata,omitempty"`
 
 	legacy bool // read from the legacy text format
+	// query is the query string of a source that logs no requestURI but
+	// may name the request another way (GKE's resourceName).
+	query string
+	// idCut: AuditID was over MaxAuditIDBytes and holds its bounded form.
+	idCut bool
 	// decision is the authorization outcome a vendor shape gives outside
 	// the annotations (GKE's authorizationInfo); the annotation wins.
 	decision string

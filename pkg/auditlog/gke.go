@@ -109,9 +109,12 @@ func parseGKEEntry(raw []byte) (Event, error) {
 		(pp.ServiceName != "" && pp.ServiceName != "k8s.io") || (pp.Type != "" && pp.Type != gkeAuditLogType) {
 		return Event{}, errNotKubernetes
 	}
+	// resourceName names the object, not the request: it is no requestURI.
+	// Should it ever carry a query string, newRecord reads it.
+	_, query, _ := strings.Cut(pp.ResourceName, "?")
 	ev := Event{
 		Verb:        pp.MethodName[strings.LastIndexByte(pp.MethodName, '.')+1:],
-		RequestURI:  pp.ResourceName,
+		query:       query,
 		UserAgent:   pp.RequestMetadata.CallerSuppliedUserAgent,
 		ObjectRef:   gkeObjectRef(pp.ResourceName),
 		Annotations: le.Labels,
@@ -133,8 +136,13 @@ func parseGKEEntry(raw []byte) (Event, error) {
 		ev.ResponseStatus = &Status{Code: httpCode(st.Code), Message: st.Message}
 	}
 	ev.decision = gkeDecision(pp)
-	if ref := ev.ObjectRef; ref != nil && ref.Subresource == SubresourceEphemeralContainers {
-		ev.RequestObject = pp.Request
+	if ref := ev.ObjectRef; ref != nil && ref.Resource == "pods" {
+		// The ephemeral container a patch adds; the PodExecOptions (or
+		// attach, port-forward options) of a streaming request.
+		switch ref.Subresource {
+		case SubresourceEphemeralContainers, SubresourceExec, SubresourceAttach, SubresourcePortForward:
+			ev.RequestObject = pp.Request
+		}
 	}
 	when := le.Timestamp.Time
 	if when.IsZero() {

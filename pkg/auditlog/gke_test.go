@@ -205,7 +205,7 @@ func TestMergerMissingAuditID(t *testing.T) {
 	// A client that chose the synthetic key as its Audit-ID is a conflict,
 	// never a stage of the ID-less request.
 	forged := mk(StageResponseComplete, u, "alice", t0)
-	forged.AuditID = SyntheticAuditID(u, "create", "alice", t0, nil)
+	forged.AuditID = m.Records()[0].AuditID
 	m.Add(forged)
 	recs := m.Records()
 	st := m.Stats()

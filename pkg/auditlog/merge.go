@@ -1,6 +1,10 @@
 package auditlog
 
-import "github.com/execid/correlator/pkg/vocab"
+import (
+	"slices"
+
+	"github.com/execid/correlator/pkg/vocab"
+)
 
 // DefaultMaxRecords bounds the Merger's memory.
 const DefaultMaxRecords = 100_000
@@ -24,6 +28,7 @@ type MergerStats struct {
 	Conflicts  int64 // requests that reused an auditID held by another request
 	Ignored    int64 // non-streaming events passed in
 	Evicted    int64 // records dropped to respect MaxRecords or MaxBytes
+	IDsCut     int64 // events whose auditID was over MaxAuditIDBytes (BoundAuditID)
 	Records    int   // records held now
 	Bytes      int   // estimated heap of the records held (with Size)
 }
@@ -63,16 +68,47 @@ type entry struct {
 type requestKey struct {
 	uri, verb, user, namespace, name, subresource string
 	// missing keeps an ID-less request apart from one whose client chose
-	// its synthetic key as Audit-ID.
-	missing bool
+	// its synthetic key as Audit-ID; cut one whose ID was bounded from one
+	// whose client chose the bounded form.
+	missing, cut bool
 }
 
 func keyOf(ev *Event) requestKey {
-	k := requestKey{uri: ev.RequestURI, verb: ev.Verb, user: ev.User.Username, missing: ev.missingID}
+	k := requestKey{uri: ev.RequestURI, verb: ev.Verb, user: ev.User.Username, missing: ev.missingID, cut: ev.idCut}
 	if ev.ObjectRef != nil {
 		k.namespace, k.name, k.subresource = ev.ObjectRef.Namespace, ev.ObjectRef.Name, ev.ObjectRef.Subresource
 	}
 	return k
+}
+
+// compatible reports whether an event (as the record r it would start)
+// may be a stage of e's request: what one of them leaves unknown (a body
+// only later stages log, the code RequestReceived lacks) matches anything,
+// but two known values must agree. Codes agree when equal or both
+// successes (ResponseStarted's 101 may end in 200, "connection closed
+// early"); a Panic's 500 follows any code.
+func (e *entry) compatible(r *ExecRecord, stage string, code int32) bool {
+	h := &e.rec
+	switch {
+	case len(h.Command) > 0 && len(r.Command) > 0 && !slices.Equal(h.Command, r.Command),
+		h.Container != "" && r.Container != "" && h.Container != r.Container,
+		len(h.Ports) > 0 && len(r.Ports) > 0 && !slices.Equal(h.Ports, r.Ports),
+		h.Stdin != nil && r.Stdin != nil && *h.Stdin != *r.Stdin,
+		h.TTY != nil && r.TTY != nil && *h.TTY != *r.TTY:
+		return false
+	}
+	return h.Code == 0 || code == 0 || h.Code == code || (h.Code < 400 && code < 400) ||
+		stage == StagePanic || e.ranks.code == stageRank(StagePanic)
+}
+
+// find returns the entry under id whose request the event belongs to.
+func (m *Merger) find(id string, key requestKey, r *ExecRecord, stage string, code int32) *entry {
+	for _, c := range m.byID[id] {
+		if c.key == key && c.compatible(r, stage, code) {
+			return c
+		}
+	}
+	return nil
 }
 
 // NewMerger returns an empty Merger.
@@ -83,27 +119,42 @@ func NewMerger(cfg MergerConfig) *Merger {
 	return &Merger{max: cfg.MaxRecords, cfg: cfg, byID: map[string][]*entry{}}
 }
 
-// Add applies one event. Non-streaming events are ignored. An event
-// without an auditID is filed under its SyntheticAuditID and flagged
+// Add applies one event. Non-streaming events are ignored. An auditID over
+// MaxAuditIDBytes is bounded (BoundAuditID) and flagged audit_id_truncated.
+// An event without an auditID is filed under its SyntheticRecordID (or a
+// variant of it, when another request holds that) and flagged
 // missing_audit_id, so ID-less requests are kept apart, not merged or
-// reported as conflicting with each other.
+// reported as conflicting with each other. Two events under one auditID
+// are stages of one request only when what they asked agrees.
 func (m *Merger) Add(ev Event) AddResult {
 	var res AddResult
 	if !IsStreaming(&ev) {
 		m.stats.Ignored++
 		return res
 	}
-	if ev.AuditID == "" {
-		ev.AuditID, ev.missingID = syntheticID(&ev), true
+	if boundEventID(&ev) {
+		m.stats.IDsCut++
 	}
-	key := keyOf(&ev)
-	entries := m.byID[ev.AuditID]
+	var code int32
+	if ev.ResponseStatus != nil {
+		code = ev.ResponseStatus.Code
+	}
+	rec := newRecord(&ev)
 	var e *entry
-	for _, c := range entries {
-		if c.key == key {
-			e = c
-			break
+	if ev.AuditID == "" {
+		// Filed under the key of what every stage knows; a different
+		// request already there (another command only a body names,
+		// another code) moves to a variant of it.
+		ev.AuditID, ev.missingID = syntheticBase(&ev), true
+		e = m.find(ev.AuditID, keyOf(&ev), rec, ev.Stage, code)
+		if e == nil && len(m.byID[ev.AuditID]) > 0 {
+			ev.AuditID = variantID(ev.AuditID, rec, code)
+			e = m.find(ev.AuditID, keyOf(&ev), rec, ev.Stage, code)
 		}
+		rec.AuditID = ev.AuditID
+		rec.addFlag(vocab.FlagMissingAuditID)
+	} else {
+		e = m.find(ev.AuditID, keyOf(&ev), rec, ev.Stage, code)
 	}
 	if e != nil && e.stages[ev.Stage] {
 		m.stats.Duplicates++
@@ -111,7 +162,8 @@ func (m *Merger) Add(ev Event) AddResult {
 		return res
 	}
 	if e == nil {
-		e = &entry{rec: *newRecord(&ev), key: key, stages: map[string]bool{}, ranks: ranks{code: -1, annotations: -1}}
+		entries := m.byID[ev.AuditID]
+		e = &entry{rec: *rec, key: keyOf(&ev), stages: map[string]bool{}, ranks: ranks{code: -1, annotations: -1}}
 		if len(entries) > 0 {
 			m.stats.Conflicts++
 			e.rec.addFlag(vocab.FlagAuditIDConflict)

@@ -11,6 +11,7 @@ import (
 type Metrics struct {
 	recordsRead     *prometheus.CounterVec
 	recordsSkipped  *prometheus.CounterVec
+	idsTruncated    prometheus.Counter
 	webhookRequests *prometheus.CounterVec
 	webhookRefused  *prometheus.CounterVec
 	tailGaps        *prometheus.CounterVec
@@ -35,6 +36,10 @@ func NewMetrics(reg prometheus.Registerer) (m *Metrics, err error) {
 			Name: "correlator_audit_records_skipped_total",
 			Help: "Audit records skipped as unreadable, by reason.",
 		}, []string{"reason"}),
+		idsTruncated: f.NewCounter(prometheus.CounterOpts{
+			Name: "correlator_audit_ids_truncated_total",
+			Help: "Audit events whose auditID (a client's Audit-ID header, taken verbatim) was longer than 256 bytes, kept as a prefix and a hash.",
+		}),
 		webhookRequests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "correlator_audit_webhook_requests_total",
 			Help: "Audit webhook requests, by result.",
@@ -74,6 +79,12 @@ func (m *Metrics) read(source string, n int64) {
 func (m *Metrics) skipped(r Reason) {
 	if m != nil {
 		m.recordsSkipped.WithLabelValues(r.String()).Inc()
+	}
+}
+
+func (m *Metrics) idsCut(n int64) {
+	if m != nil && n > 0 {
+		m.idsTruncated.Add(float64(n))
 	}
 }
 

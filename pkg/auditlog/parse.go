@@ -189,6 +189,8 @@ type envelope struct {
 	Records    json.RawMessage `json:"records"`
 	LogEvents  json.RawMessage `json:"logEvents"`
 	Properties json.RawMessage `json:"properties"`
+	// CloudWatch Logs subscription data: DATA_MESSAGE or CONTROL_MESSAGE.
+	MessageType string `json:"messageType"`
 	// GKE: a Cloud Logging LogEntry, or a Pub/Sub message carrying one.
 	ProtoPayload json.RawMessage `json:"protoPayload"`
 	Message      json.RawMessage `json:"message"`
@@ -233,64 +235,21 @@ func (p *Parser) value(raw []byte, depth int) {
 	case isArray(env.Items):
 		p.value(env.Items, depth+1)
 	case isArray(env.Records):
-		p.aksRecords(env.Records, depth)
+		p.records(env.Records, depth)
+	case env.MessageType == cwControlMessage:
+		// CloudWatch Logs checking the destination: nothing to read.
 	case isArray(env.LogEvents):
 		p.cloudWatch(env.LogEvents)
+	case isObject(env.Properties):
+		// One Azure diagnostic record per line (Log Analytics exports,
+		// Event Hubs captures, SIEM pipelines).
+		p.aksRecord(raw, depth)
 	case isGKEEntry(env.ProtoPayload):
 		p.gke(raw)
 	case isObject(env.Message) || isString(env.Data):
 		p.pubSub(raw, depth)
 	default:
 		p.decodeEvent(raw)
-	}
-}
-
-// aksRecords reads Azure diagnostic records: properties.log is the Event,
-// usually as a JSON string, sometimes as an object.
-func (p *Parser) aksRecords(raw []byte, depth int) {
-	var recs []struct {
-		Properties struct {
-			Log json.RawMessage `json:"log"`
-		} `json:"properties"`
-	}
-	if err := json.Unmarshal(raw, &recs); err != nil {
-		p.skip(ReasonBadEnvelope)
-		return
-	}
-	for _, r := range recs {
-		log := trimSpace(r.Properties.Log)
-		switch {
-		case len(log) > 0 && log[0] == '"':
-			var s string
-			if err := json.Unmarshal(log, &s); err != nil {
-				p.skip(ReasonBadEnvelope)
-				continue
-			}
-			p.line([]byte(s))
-		case len(log) > 0 && log[0] == '{':
-			p.value(log, depth+1)
-		default:
-			p.skip(ReasonBadEnvelope)
-		}
-	}
-}
-
-// cloudWatch reads a CloudWatch Logs subscription payload; each message is
-// one log line.
-func (p *Parser) cloudWatch(raw []byte) {
-	var evs []struct {
-		Message *string `json:"message"`
-	}
-	if err := json.Unmarshal(raw, &evs); err != nil {
-		p.skip(ReasonBadEnvelope)
-		return
-	}
-	for _, e := range evs {
-		if e.Message == nil {
-			p.skip(ReasonBadEnvelope)
-			continue
-		}
-		p.line([]byte(*e.Message))
 	}
 }
 
@@ -314,6 +273,9 @@ func (p *Parser) event(ev *Event) {
 		p.counts.Streaming++
 	}
 	if streaming || p.All {
+		if boundEventID(ev) {
+			p.counts.IDsTruncated++
+		}
 		p.events = append(p.events, *ev)
 	}
 }

@@ -50,6 +50,9 @@ type Counts struct {
 	Events    int64 // audit events recognised (streaming or not)
 	Streaming int64 // events that are streaming requests
 	Skipped   [numReasons]int64
+	// IDsTruncated counts events handed on whose auditID was over
+	// MaxAuditIDBytes and now holds its bounded form (BoundAuditID).
+	IDsTruncated int64
 }
 
 // SkippedTotal sums the skip counters.
@@ -77,6 +80,7 @@ func (c *Counts) Add(o Counts) {
 	c.Lines += o.Lines
 	c.Events += o.Events
 	c.Streaming += o.Streaming
+	c.IDsTruncated += o.IDsTruncated
 	for i := range c.Skipped {
 		c.Skipped[i] += o.Skipped[i]
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/execid/correlator/pkg/vocab"
@@ -12,8 +13,10 @@ import (
 // ExecRecord is one streaming request (exec, attach, portforward, or an
 // ephemeral-container change) with all of its audit stages merged.
 type ExecRecord struct {
-	AuditID          string    `json:"auditID"`
-	Stages           []string  `json:"stages"`
+	AuditID string `json:"auditID"`
+	// Stages lists the audit stages seen; an event that names no stage adds
+	// none, so it may be empty.
+	Stages           []string  `json:"stages,omitempty"`
 	Verb             string    `json:"verb"`
 	Subresource      string    `json:"subresource"`
 	User             UserInfo  `json:"user"`
@@ -28,13 +31,16 @@ type ExecRecord struct {
 	Command   []string `json:"command,omitempty"`
 	Env       []string `json:"env,omitempty"`
 	Ports     []string `json:"ports,omitempty"`
-	Stdin     bool     `json:"stdin"`
-	TTY       bool     `json:"tty"`
-	Code      int32    `json:"code,omitempty"`
-	Decision  string   `json:"decision,omitempty"`
-	Reason    string   `json:"reason,omitempty"`
+	// Stdin and TTY are nil when the log did not say.
+	Stdin    *bool  `json:"stdin,omitempty"`
+	TTY      *bool  `json:"tty,omitempty"`
+	Code     int32  `json:"code,omitempty"`
+	Decision string `json:"decision,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 
-	RequestURI               string    `json:"requestURI"`
+	// RequestURI is the request's path and query as the apiserver logged
+	// it; empty when the source gives none (GKE).
+	RequestURI               string    `json:"requestURI,omitempty"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp,omitzero"`
 	// EndTimestamp is the ResponseComplete (or Panic) stage time: for a
 	// streaming request, when the session ended.
@@ -80,8 +86,23 @@ func (r *ExecRecord) Clone() ExecRecord {
 	c.Env = slices.Clone(r.Env)
 	c.Ports = slices.Clone(r.Ports)
 	c.Annotations = maps.Clone(r.Annotations)
+	c.Stdin, c.TTY = cloneBool(r.Stdin), cloneBool(r.TTY)
 	c.Flags = slices.Clone(r.Flags)
 	return c
+}
+
+func orFalse(b *bool) *bool {
+	if b == nil {
+		return boolPtr(false)
+	}
+	return b
+}
+
+func cloneBool(b *bool) *bool {
+	if b == nil {
+		return nil
+	}
+	return boolPtr(*b)
 }
 
 func cloneUser(u UserInfo) UserInfo {
@@ -111,7 +132,11 @@ func newRecord(ev *Event) *ExecRecord {
 		u := cloneUser(*ev.ImpersonatedUser)
 		r.ImpersonatedUser = &u
 	}
-	path, params := parseRequestURI(ev.RequestURI)
+	uri := ev.RequestURI
+	if uri == "" && ev.query != "" {
+		uri = "?" + ev.query
+	}
+	path, params := parseRequestURI(uri)
 	if ref := ev.ObjectRef; ref != nil {
 		r.Namespace, r.Pod, r.Subresource = ref.Namespace, ref.Name, ref.Subresource
 	}
@@ -129,14 +154,25 @@ func newRecord(ev *Event) *ExecRecord {
 	if params.DecodeError {
 		r.addFlag(vocab.FlagURIDecodeError)
 	}
-	if r.Subresource == SubresourceEphemeralContainers {
+	if _, q, _ := strings.Cut(uri, "?"); q != "" && (r.Subresource == SubresourceExec || r.Subresource == SubresourceAttach) {
+		// The apiserver reads an absent stdin= or tty= as false; only a
+		// source without the query leaves them unknown.
+		r.Stdin, r.TTY = orFalse(r.Stdin), orFalse(r.TTY)
+	}
+	switch r.Subresource {
+	case SubresourceEphemeralContainers:
 		r.applyEphemeral(ev.RequestObject)
+	case SubresourceExec, SubresourceAttach, SubresourcePortForward:
+		r.applyOptions(ev.RequestObject)
 	}
 	if ev.AuditID == "" || ev.missingID {
 		r.addFlag(vocab.FlagMissingAuditID)
 	}
 	if ev.legacy {
 		r.addFlag(vocab.FlagLegacyFormat)
+	}
+	if ev.idCut {
+		r.addFlag(FlagAuditIDTruncated)
 	}
 	return r
 }
@@ -154,8 +190,8 @@ func (r *ExecRecord) applyEphemeral(body json.RawMessage) {
 				Name    string   `json:"name"`
 				Command []string `json:"command"`
 				Args    []string `json:"args"`
-				Stdin   bool     `json:"stdin"`
-				TTY     bool     `json:"tty"`
+				Stdin   *bool    `json:"stdin"`
+				TTY     *bool    `json:"tty"`
 			} `json:"ephemeralContainers"`
 		} `json:"spec"`
 	}
@@ -165,7 +201,8 @@ func (r *ExecRecord) applyEphemeral(body json.RawMessage) {
 	c := obj.Spec.EphemeralContainers[len(obj.Spec.EphemeralContainers)-1]
 	r.Container = c.Name
 	r.Command = append(slices.Clone(c.Command), c.Args...)
-	r.Stdin, r.TTY = c.Stdin, c.TTY
+	// Container.stdin and .tty are omitempty: absent is false.
+	r.Stdin, r.TTY = boolPtr(c.Stdin != nil && *c.Stdin), boolPtr(c.TTY != nil && *c.TTY)
 }
 
 // ranks remember which stage last set order-sensitive fields.
@@ -189,7 +226,9 @@ func stageRank(s string) int {
 // apply folds one stage into the record. Later stages win for the response
 // code and annotations whatever order the stages arrive in.
 func (r *ExecRecord) apply(ev *Event, rk *ranks) {
-	r.Stages = append(r.Stages, ev.Stage)
+	if ev.Stage != "" {
+		r.Stages = append(r.Stages, ev.Stage)
+	}
 	slices.SortFunc(r.Stages, func(a, b string) int { return stageRank(a) - stageRank(b) })
 	rank := stageRank(ev.Stage)
 	if ev.ResponseStatus != nil && ev.ResponseStatus.Code != 0 && rank >= rk.code {
@@ -214,6 +253,14 @@ func (r *ExecRecord) apply(ev *Event, rk *ranks) {
 	}
 	if r.RequestReceivedTimestamp.IsZero() {
 		r.RequestReceivedTimestamp = receivedTime(ev)
+	}
+	if len(ev.RequestObject) > 0 {
+		// A body the first stage may have lacked (RequestReceived never
+		// has one); for the first stage this repeats newRecord.
+		switch r.Subresource {
+		case SubresourceExec, SubresourceAttach, SubresourcePortForward:
+			r.applyOptions(ev.RequestObject)
+		}
 	}
 	if ev.Stage == StageResponseComplete || ev.Stage == StagePanic {
 		r.EndTimestamp = ev.StageTimestamp.Time

@@ -53,7 +53,7 @@ func TestParseRequestURI(t *testing.T) {
 	if !slices.Equal(p.Command, []string{"sh", "-c", `echo "a&b" >/tmp/x`}) {
 		t.Errorf("command = %q", p.Command)
 	}
-	if !slices.Equal(p.Env, []string{"FOO=bar", "EMPTY="}) || p.Container != "c" || !p.Stdin || !p.TTY || p.DecodeError {
+	if !slices.Equal(p.Env, []string{"FOO=bar", "EMPTY="}) || p.Container != "c" || p.Stdin == nil || !*p.Stdin || p.TTY == nil || !*p.TTY || p.DecodeError {
 		t.Errorf("params = %+v", p)
 	}
 	_, p = parseRequestURI("/api/v1/namespaces/ns/pods/web/exec?command=%zz&command=ok")

@@ -11,8 +11,9 @@ type StreamParams struct {
 	Env       []string // KEP-6035 `kubectl exec --env`: "NAME=value"
 	Ports     []string
 	Container string
-	Stdin     bool
-	TTY       bool
+	// Stdin and TTY are nil when the query does not name them.
+	Stdin *bool
+	TTY   *bool
 	// DecodeError is set when some parameter was not valid percent-encoding;
 	// its raw text is kept.
 	DecodeError bool
@@ -56,9 +57,9 @@ func parseRequestURI(uri string) (PathRef, StreamParams) {
 				p.Container = v
 			}
 		case "stdin":
-			p.Stdin = isTrue(v)
+			p.Stdin = boolPtr(isTrue(v))
 		case "tty":
-			p.TTY = isTrue(v)
+			p.TTY = boolPtr(isTrue(v))
 		}
 	}
 	return ref, p
@@ -110,3 +111,5 @@ func isTrue(v string) bool {
 	}
 	return false
 }
+
+func boolPtr(b bool) *bool { return &b }

@@ -48,6 +48,13 @@ type WebhookConfig struct {
 	// TLS for the standalone server; ClientCAFile turns on client
 	// certificate verification (the kubeconfig's client-certificate).
 	TLSCertFile, TLSKeyFile, ClientCAFile string
+	// FirehoseKeys, if set, decides the access keys Amazon Data Firehose
+	// deliveries (X-Amz-Firehose-Access-Key) may carry: an authn.File. It
+	// takes precedence over FirehoseAccessKey. Without either, Firehose
+	// deliveries are refused.
+	FirehoseKeys TokenChecker
+	// FirehoseAccessKey is a fixed access key, for embedding and tests.
+	FirehoseAccessKey string
 }
 
 // TokenChecker accepts or refuses a presented bearer token (authn.Checker).
@@ -57,7 +64,7 @@ type TokenChecker interface {
 
 // authenticated reports whether the receiver checks its senders at all.
 func (c WebhookConfig) authenticated() bool {
-	return c.Tokens != nil || c.BearerToken != "" || c.ClientCAFile != ""
+	return c.Tokens != nil || c.BearerToken != "" || c.ClientCAFile != "" || c.firehose()
 }
 
 // Webhook result labels (correlator_audit_webhook_requests_total).
@@ -115,9 +122,14 @@ func NewWebhookHandler(cfg WebhookConfig, sink Sink, log zerolog.Logger, m *Metr
 }
 
 // reply answers code; errors carry a JSON body {"error": msg}, the API's
-// shape, so the webhook reads the same on either listener.
-func (h *WebhookHandler) reply(w http.ResponseWriter, code int, result, msg string) {
+// shape, so the webhook reads the same on either listener. A Firehose
+// delivery gets the answer Firehose expects (replyFirehose).
+func (h *WebhookHandler) reply(w http.ResponseWriter, r *http.Request, code int, result, msg string) {
 	h.metrics.webhook(result)
+	if isFirehose(r) {
+		replyFirehose(w, r, code, msg)
+		return
+	}
 	if code < 300 {
 		w.WriteHeader(code)
 		return
@@ -132,21 +144,23 @@ func (h *WebhookHandler) reply(w http.ResponseWriter, code int, result, msg stri
 
 // refuse answers an error to an accepted sender and counts the evidence
 // refused.
-func (h *WebhookHandler) refuse(w http.ResponseWriter, code int, result, reason, msg string) {
+func (h *WebhookHandler) refuse(w http.ResponseWriter, r *http.Request, code int, result, reason, msg string) {
 	h.metrics.refused(reason)
-	h.reply(w, code, result, msg)
+	h.reply(w, r, code, result, msg)
 }
 
 // ServeHTTP implements http.Handler.
 func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		h.reply(w, http.StatusMethodNotAllowed, resultMethod, "POST audit events here")
+		h.reply(w, r, http.StatusMethodNotAllowed, resultMethod, "POST audit events here")
 		return
 	}
-	if (h.cfg.Tokens != nil || h.cfg.BearerToken != "") && !h.tokenOK(r.Header.Get("Authorization")) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="audit"`)
-		h.reply(w, http.StatusUnauthorized, resultUnauth, "unauthorized")
+	if !h.senderOK(r) {
+		if !isFirehose(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="audit"`)
+		}
+		h.reply(w, r, http.StatusUnauthorized, resultUnauth, "unauthorized")
 		return
 	}
 	// Concurrent senders share one memory budget: past it they are asked
@@ -154,7 +168,7 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	weight := h.reserve(r)
 	if !h.inflight.TryAcquire(weight) {
 		w.Header().Set("Retry-After", "1")
-		h.refuse(w, http.StatusTooManyRequests, resultBusy, refusedBusy, "busy")
+		h.refuse(w, r, http.StatusTooManyRequests, resultBusy, refusedBusy, "busy")
 		return
 	}
 	defer h.inflight.Release(weight)
@@ -163,14 +177,14 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooBig):
-			h.refuse(w, http.StatusRequestEntityTooLarge, resultTooLarge, refusedTooLarge,
+			h.refuse(w, r, http.StatusRequestEntityTooLarge, resultTooLarge, refusedTooLarge,
 				fmt.Sprintf("request body over %d bytes", h.cfg.MaxBodyBytes))
 		case errors.Is(err, errUnsupportedEncoding):
 			w.Header().Set("Accept-Encoding", "gzip")
-			h.refuse(w, http.StatusUnsupportedMediaType, resultUnsupported, refusedEncoding, err.Error())
+			h.refuse(w, r, http.StatusUnsupportedMediaType, resultUnsupported, refusedEncoding, err.Error())
 		default:
 			h.log.Warn().Err(err).Str("remote", r.RemoteAddr).Msg("reading webhook body")
-			h.refuse(w, http.StatusBadRequest, resultBadRequest, refusedUnreadable, "unreadable body")
+			h.refuse(w, r, http.StatusBadRequest, resultBadRequest, refusedUnreadable, "unreadable body")
 		}
 		return
 	}
@@ -181,22 +195,22 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	acc.flush()
 	c := p.Counts()
 	if c.Events == 0 && c.SkippedTotal() > 0 {
-		h.refuse(w, http.StatusBadRequest, resultBadRequest, refusedUndecodable, "no audit events could be decoded")
+		h.refuse(w, r, http.StatusBadRequest, resultBadRequest, refusedUndecodable, "no audit events could be decoded")
 		return
 	}
 	if len(evs) > 0 {
 		if err := h.sink(r.Context(), evs); err != nil {
 			if errors.Is(err, ErrBusy) {
 				w.Header().Set("Retry-After", "5")
-				h.refuse(w, http.StatusTooManyRequests, resultBusy, refusedBusy, "busy")
+				h.refuse(w, r, http.StatusTooManyRequests, resultBusy, refusedBusy, "busy")
 				return
 			}
 			h.log.Warn().Err(err).Msg("audit sink refused webhook events")
-			h.refuse(w, http.StatusServiceUnavailable, resultSinkError, refusedSinkError, "events not accepted")
+			h.refuse(w, r, http.StatusServiceUnavailable, resultSinkError, refusedSinkError, "events not accepted")
 			return
 		}
 	}
-	h.reply(w, http.StatusOK, resultOK, "")
+	h.reply(w, r, http.StatusOK, resultOK, "")
 }
 
 // reserve is what a request may hold: its declared length when the body

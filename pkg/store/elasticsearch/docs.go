@@ -91,8 +91,8 @@ type sessionDoc struct {
 		Stages       []string              `json:"stages,omitempty"`
 		Flags        []string              `json:"flags,omitempty"`
 		Env          []string              `json:"env,omitempty"`
-		Stdin        bool                  `json:"stdin"`
-		TTY          bool                  `json:"tty"`
+		Stdin        *bool                 `json:"stdin,omitempty"`
+		TTY          *bool                 `json:"tty,omitempty"`
 		UpdatedAt    string                `json:"updated_at"`
 		SourceIPs    []string              `json:"source_ips,omitempty"`
 		UserExtra    map[string][]string   `json:"user_extra,omitempty"`

@@ -41,16 +41,17 @@ func TestMigrateFromV1(t *testing.T) {
 	s := openAt(t, path)
 	ctx := context.Background()
 	old, err := s.GetSession(ctx, "old")
-	if err != nil || old.User.Username != "alice" || old.TTY || old.Env != nil {
+	if err != nil || old.User.Username != "alice" || (old.TTY != nil && *old.TTY) || old.Env != nil {
 		t.Fatalf("old session after migration: %+v, %v", old.Session, err)
 	}
+	yes := true
 	in := join.Session{ExecRecord: auditlog.ExecRecord{AuditID: "new", User: auditlog.UserInfo{Username: "bob"},
-		RequestReceivedTimestamp: base, Env: []string{"LD_PRELOAD=/x.so"}, Stdin: true, TTY: true}}
+		RequestReceivedTimestamp: base, Env: []string{"LD_PRELOAD=/x.so"}, Stdin: &yes, TTY: &yes}}
 	if err := s.Write(ctx, store.Batch{Sessions: []join.Session{in}}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.GetSession(ctx, "new")
-	if err != nil || !got.Stdin || !got.TTY || !slices.Equal(got.Env, in.Env) {
+	if err != nil || got.Stdin == nil || !*got.Stdin || got.TTY == nil || !*got.TTY || !slices.Equal(got.Env, in.Env) {
 		t.Fatalf("new session: %+v, %v", got.Session, err)
 	}
 	var idx int

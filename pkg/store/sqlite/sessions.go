@@ -156,6 +156,7 @@ func scanSession(sc scanner) (join.Session, int64, error) {
 	var (
 		ss                                  join.Session
 		id, received, updated, count        int64
+		stdin, tty                          int64
 		end, first, last                    sql.NullInt64
 		groups, extra, imp, ips, command    sql.NullString
 		stages, fl, env, ports, ann, confls sql.NullString
@@ -164,7 +165,7 @@ func scanSession(sc scanner) (join.Session, int64, error) {
 	err := sc.Scan(&id, &ss.AuditID, &u.Username, &u.UID, &groups, &extra, &imp, &ips,
 		&ss.UserAgent, &ss.Namespace, &ss.Pod, &ss.Container, &command, &ss.Verb, &ss.Subresource,
 		&ss.Code, &ss.Decision, &ss.Reason, &received, &end, &stages, &fl, &updated,
-		&env, &ss.Stdin, &ss.TTY, &ports, &ss.RequestURI, &ann, &ss.SPOExecRequestUID, &confls,
+		&env, &stdin, &tty, &ports, &ss.RequestURI, &ann, &ss.SPOExecRequestUID, &confls,
 		&count, &first, &last)
 	if errors.Is(err, sql.ErrNoRows) {
 		return join.Session{}, 0, err
@@ -173,6 +174,7 @@ func scanSession(sc scanner) (join.Session, int64, error) {
 		return join.Session{}, 0, fmt.Errorf("reading session row: %w", err)
 	}
 	ss.RequestReceivedTimestamp, ss.EndTimestamp = fromNanos(received), fromNanos(end.Int64)
+	ss.Stdin, ss.TTY = fromTri(stdin), fromTri(tty)
 	ss.UpdatedAt, ss.ProcessCount = fromNanos(updated), int(count)
 	ss.FirstProcess, ss.LastProcess = fromNanos(first.Int64), fromNanos(last.Int64)
 	if err := decodeJSON(jsonColumn{groups, &u.Groups}, jsonColumn{extra, &u.Extra},
@@ -183,4 +185,24 @@ func scanSession(sc scanner) (join.Session, int64, error) {
 	}
 	store.FillSession(&ss) // an empty list is stored as NULL
 	return ss, id, nil
+}
+
+// The stdin and tty columns hold 1 (true), 0 (false, and every row written
+// before unknown was kept) or -1: the audit log did not say.
+func triInt(b *bool) int64 {
+	switch {
+	case b == nil:
+		return -1
+	case *b:
+		return 1
+	}
+	return 0
+}
+
+func fromTri(v int64) *bool {
+	if v < 0 {
+		return nil
+	}
+	b := v != 0
+	return &b
 }

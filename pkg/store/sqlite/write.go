@@ -220,7 +220,7 @@ func sessionArgs(ss *join.Session, now time.Time) ([]any, error) {
 		e.json(ss.SourceIPs), ss.UserAgent, ss.Namespace, ss.Pod, ss.Container, e.json(ss.Command),
 		strings.Join(ss.Command, " "), ss.Verb, ss.Subresource, ss.Code, ss.Decision, ss.Reason,
 		nanos(ss.RequestReceivedTimestamp), nullNanos(ss.EndTimestamp), e.json(ss.Stages), e.json(ss.Flags),
-		nanos(updated), e.json(ss.Env), ss.Stdin, ss.TTY,
+		nanos(updated), e.json(ss.Env), triInt(ss.Stdin), triInt(ss.TTY),
 		e.json(ss.Ports), ss.RequestURI, e.json(ss.Annotations), ss.SPOExecRequestUID, e.json(ss.Conflicts),
 	}
 	return args, e.err

@@ -45,8 +45,8 @@ func session(id, user string, seconds int) join.Session {
 			Command:                  []string{"sh", "-c", "echo " + id},
 			Env:                      []string{"DEBUG=1"},
 			Ports:                    []string{"8080"},
-			Stdin:                    true,
-			TTY:                      true,
+			Stdin:                    flag(true),
+			TTY:                      flag(true),
 			Verb:                     "create",
 			Subresource:              "exec",
 			Code:                     101,
@@ -190,3 +190,5 @@ func sameIDs(t *testing.T, what string, got, want []string) {
 	}
 	sameJSON(t, what, got, want)
 }
+
+func flag(b bool) *bool { return &b }
