@@ -15,10 +15,6 @@ import (
 // MaxAuditIDBytes bounds the audit ID kept per record. A UUID is 36 bytes.
 const MaxAuditIDBytes = 256
 
-// FlagAuditIDTruncated marks a record whose audit ID was longer than
-// MaxAuditIDBytes and is held in its bounded form (BoundAuditID).
-const FlagAuditIDTruncated = "audit_id_truncated"
-
 // cutIDMark sits between the kept prefix and the hash of a bounded ID.
 const cutIDMark = "~sha256:"
 

@@ -264,7 +264,7 @@ func TestBoundAuditID(t *testing.T) {
 		return nil
 	})
 	recs := mg.Records()
-	if err != nil || c.IDsTruncated != 1 || len(recs) != 1 || len(recs[0].AuditID) > MaxAuditIDBytes || !recs[0].HasFlag(FlagAuditIDTruncated) {
+	if err != nil || c.IDsTruncated != 1 || len(recs) != 1 || len(recs[0].AuditID) > MaxAuditIDBytes || !recs[0].HasFlag(vocab.FlagAuditIDTruncated) {
 		t.Fatalf("counts %+v records %d err %v", c, len(recs), err)
 	}
 	if got := promtest.ToFloat64(m.idsTruncated); got != 1 {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // The options of a streaming request travel in its query string; the
@@ -13,12 +15,7 @@ import (
 // body: requestObject at level Request and above (stages after
 // RequestReceived), protoPayload.request on GKE. The query is what the
 // apiserver acted on, so it wins; the body fills in what the query does not
-// say, and a body that says otherwise is flagged FlagOptionsMismatch.
-
-// FlagOptionsMismatch marks a record whose logged request body names a
-// command, container, stdin, tty or ports other than its URI's query. The
-// record keeps the query's values.
-const FlagOptionsMismatch = "request_options_mismatch"
+// say, and a body that says otherwise is flagged vocab.FlagOptionsMismatch.
 
 // execOptions is the union of PodExecOptions, PodAttachOptions and
 // PodPortForwardOptions (core/v1). Their bools are omitempty: absent is
@@ -104,6 +101,6 @@ func (r *ExecRecord) applyOptions(body json.RawMessage) {
 		mismatch = true
 	}
 	if mismatch {
-		r.addFlag(FlagOptionsMismatch)
+		r.addFlag(vocab.FlagOptionsMismatch)
 	}
 }

@@ -172,7 +172,7 @@ func newRecord(ev *Event) *ExecRecord {
 		r.addFlag(vocab.FlagLegacyFormat)
 	}
 	if ev.idCut {
-		r.addFlag(FlagAuditIDTruncated)
+		r.addFlag(vocab.FlagAuditIDTruncated)
 	}
 	return r
 }

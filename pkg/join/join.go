@@ -238,7 +238,7 @@ func (j *Joiner) AddExit(now time.Time, e Exit) []Update {
 // joined by ID.
 func (j *Joiner) AddRecord(now time.Time, rec auditlog.ExecRecord) []Update {
 	if rec.AuditID == "" {
-		rec.AuditID = auditlog.SyntheticAuditID(rec.RequestURI, rec.Verb, rec.User.Username, rec.RequestReceivedTimestamp, rec.SourceIPs)
+		rec.AuditID = auditlog.SyntheticRecordID(&rec)
 		rec.Flags = withFlag(rec.Flags, vocab.FlagMissingAuditID)
 	}
 	j.stats.RecordsAdded++

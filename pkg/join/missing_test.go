@@ -22,7 +22,7 @@ func idless(uri string, command ...string) auditlog.ExecRecord {
 }
 
 func syntheticOf(r auditlog.ExecRecord) string {
-	return auditlog.SyntheticAuditID(r.RequestURI, r.Verb, r.User.Username, r.RequestReceivedTimestamp, r.SourceIPs)
+	return auditlog.SyntheticRecordID(&r)
 }
 
 func TestJoinMissingAuditID(t *testing.T) {

@@ -51,9 +51,12 @@ func withFlag(flags []string, f string) []string {
 	return out
 }
 
-// requestKey tells two requests sharing an audit ID apart, as the Merger does.
+// requestKey tells two requests sharing an audit ID apart, as the Merger
+// does; the container and command count too, since a GKE record has no
+// request URI and names them only in its logged request body.
 func requestKey(r *auditlog.ExecRecord) string {
-	return strings.Join([]string{r.RequestURI, r.Verb, r.User.Username, r.Namespace, r.Pod, r.Subresource}, "\x00")
+	return strings.Join(append([]string{r.RequestURI, r.Verb, r.User.Username, r.Namespace, r.Pod, r.Subresource,
+		r.Container}, r.Command...), "\x00")
 }
 
 // storeRecord files rec; it reports false for a stale snapshot.

@@ -97,6 +97,13 @@ const (
 	// FlagURIDecodeError: a query parameter was not valid percent-encoding; the
 	// raw text was kept.
 	FlagURIDecodeError = "uri_decode_error"
+	// FlagAuditIDTruncated: the audit ID was longer than the bound kept per
+	// record (auditlog.MaxAuditIDBytes) and is held as a prefix and a hash.
+	FlagAuditIDTruncated = "audit_id_truncated"
+	// FlagOptionsMismatch: the logged request body names a command,
+	// container, stdin, tty or ports other than the URI's query, whose
+	// values are kept.
+	FlagOptionsMismatch = "request_options_mismatch"
 	// FlagLegacyFormat: read from the legacy text format, which lacks
 	// annotations, uid, extra and the stage timestamp.
 	FlagLegacyFormat = "legacy_format"
