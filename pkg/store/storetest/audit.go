@@ -7,6 +7,7 @@ import (
 
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // auditEvent is a streaming exec audit event of one stage, as the agent
@@ -78,4 +79,32 @@ func testClaimants(t *testing.T, s store.Backend) {
 		t.Errorf("claimants = %v, want forged", d.Claimants)
 	}
 	sameIDs(t, "alice's processes", allProcesses(t, s, store.ProcessFilter{User: "alice"}), []string{"own"})
+}
+
+// testReusedIDSessions: two users' requests under one audit ID are two
+// sessions (the second keyed <auditID>~<hash> by the joiner); each user
+// filter returns only that user's processes, and an ambiguous process,
+// which names no session, is neither user's: it is a claimant of the ID.
+func testReusedIDSessions(t *testing.T, s store.Backend) {
+	ctx := context.Background()
+	const shared, second = "shared", "shared~0123456789ab"
+	pa, pm, px := process("pa", shared, 1), process("pm", second, 2), process("px", "", 3)
+	px.Attribution, px.ClaimedAuditID, px.Candidates = vocab.AttributionAmbiguous, shared, []string{shared, second}
+	write(t, s, store.Batch{Sessions: []join.Session{session(shared, "alice", 0), session(second, "mallory", 1)},
+		Processes: []join.Process{pa, pm, px}})
+	sameIDs(t, "alice's processes", allProcesses(t, s, store.ProcessFilter{User: "alice"}), []string{"pa"})
+	sameIDs(t, "mallory's processes", allProcesses(t, s, store.ProcessFilter{User: "mallory"}), []string{"pm"})
+	d, err := s.GetSession(ctx, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.User.Username != "mallory" || len(d.Processes) != 1 || d.Processes[0].ProcessID != "pm" {
+		t.Errorf("session %s: user %q processes %v, want mallory's pm", second, d.User.Username, d.Processes)
+	}
+	if d, err = s.GetSession(ctx, shared); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Claimants) != 1 || d.Claimants[0].ProcessID != "px" {
+		t.Errorf("claimants of %s = %v, want the ambiguous px", shared, d.Claimants)
+	}
 }

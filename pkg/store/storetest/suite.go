@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Retention", testRetention},
 		{"ClaimantsAreNotMembers", testClaimants},
 		{"AuditIDReuseKeepsBoth", testAuditIDReuse},
+		{"ReusedIDSessionsAreEachUsers", testReusedIDSessions},
 		{"EmptyListsAreArrays", testEmptyLists},
 	}
 	for _, tc := range tests {
