@@ -233,16 +233,19 @@ func (a *Agent) AuditSink() auditlog.Sink {
 func (a *Agent) Run(ctx context.Context) error {
 	tick := time.NewTicker(a.cfg.ExpireEvery)
 	defer tick.Stop()
-	var looked chan []auditlog.ExecRecord
+	var looked chan lookedUp
 	if a.lookup != nil {
 		a.lookup.run(ctx)
 		looked = a.lookup.results
 	}
 	for {
 		select {
-		case recs := <-looked:
+		case l := <-looked:
 			now := a.now()
-			for _, rec := range recs {
+			// The roots first: a record must not meet a root's descendant
+			// before the roots that hold its requests are known again.
+			a.emit(ctx, now, a.joiner.RestoreRoots(now, l.id, l.roots))
+			for _, rec := range l.recs {
 				a.emit(ctx, now, a.joiner.AddRecord(now, rec))
 			}
 		case ev := <-a.procs:

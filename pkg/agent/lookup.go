@@ -19,8 +19,25 @@ type lookupState struct {
 	workers  int
 	asked    *lru.Cache[string, struct{}]
 	queue    chan string
-	results  chan []auditlog.ExecRecord
+	results  chan lookedUp
 	requests *prometheus.CounterVec
+}
+
+// lookedUp is one lookup's answer: the ID's records and, from a lookup that
+// keeps them (RootLookup), the verified roots stored under it.
+type lookedUp struct {
+	id    string
+	recs  []auditlog.ExecRecord
+	roots []join.Process
+}
+
+// RootLookup is a lookup that also returns the processes stored under an
+// audit ID (the agent's own store): after a restart the joiner learns
+// again which verified roots hold the ID's requests (one request, one
+// root), so a root that reused the ID before the restart is not taken for
+// the first.
+type RootLookup interface {
+	LookupRoots(ctx context.Context, auditID string) ([]join.Process, error)
 }
 
 // WithAuditLookup makes the agent ask l for the records of the IDs its
@@ -34,7 +51,7 @@ func WithAuditLookup(l auditlog.Lookup, workers int) Option {
 		}
 		asked, _ := lru.New[string, struct{}](65536)
 		a.lookup = &lookupState{l: l, workers: max(workers, 1), asked: asked,
-			queue: make(chan string, 1024), results: make(chan []auditlog.ExecRecord, 64),
+			queue: make(chan string, 1024), results: make(chan lookedUp, 64),
 			requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "correlator_agent_audit_lookups_total",
 				Help: "Audit record lookups the agent asked for, by outcome (found, none, error, skipped)."}, []string{"outcome"})}
 		for _, o := range []string{"found", "none", "error", "skipped"} {
@@ -78,6 +95,10 @@ func (s *lookupState) run(ctx context.Context) {
 				case id := <-s.queue:
 					lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 					recs, err := s.l.LookupExec(lctx, id)
+					var roots []join.Process
+					if rl, ok := s.l.(RootLookup); ok && err == nil && len(recs) > 0 {
+						roots, err = rl.LookupRoots(lctx, id)
+					}
 					cancel()
 					switch {
 					case err != nil:
@@ -88,7 +109,7 @@ func (s *lookupState) run(ctx context.Context) {
 					default:
 						s.requests.WithLabelValues("found").Inc()
 						select {
-						case s.results <- recs:
+						case s.results <- lookedUp{id: id, recs: recs, roots: roots}:
 						case <-ctx.Done():
 							return
 						}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 )
 
@@ -36,6 +37,29 @@ func (s *StoredRecords) LookupExec(ctx context.Context, auditID string) ([]audit
 		return nil, fmt.Errorf("reading stored session %s: %w", auditID, err)
 	}
 	return recordsOf(auditID, d.AuditRecords), nil
+}
+
+// LookupRoots implements RootLookup: the processes stored under auditID,
+// its members and its claimants (a reused root waits as a claimant).
+func (s *StoredRecords) LookupRoots(ctx context.Context, auditID string) ([]join.Process, error) {
+	d, err := s.r.GetSession(ctx, auditID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading stored roots of %s: %w", auditID, err)
+	}
+	return append(d.Processes, d.Claimants...), nil
+}
+
+// LookupRoots implements RootLookup with the first lookup that keeps roots.
+func (ls Lookups) LookupRoots(ctx context.Context, auditID string) ([]join.Process, error) {
+	for _, l := range ls {
+		if rl, ok := l.(RootLookup); ok {
+			return rl.LookupRoots(ctx, auditID)
+		}
+	}
+	return nil, nil
 }
 
 // recordsOf folds stored stages back into exec records, as the sources

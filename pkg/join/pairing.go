@@ -1,6 +1,7 @@
 package join
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // One request, one root (design.md, join rule 6). An exec request lands
@@ -379,4 +381,45 @@ func (j *Joiner) pairingOf(id string) *pairing {
 	}
 	j.pairs[id] = pr
 	return pr
+}
+
+// RestoreRoots tells the joiner which verified roots a store kept under
+// audit ID id, as the joiner emitted them: after a restart they hold their
+// requests again, so a root that reused the ID is not taken for the first.
+// Only the pairing learns them; no process row is made or changed.
+func (j *Joiner) RestoreRoots(now time.Time, id string, stored []Process) []Update {
+	added := false
+	for i := range stored {
+		p := &stored[i]
+		if p.ProcessID == "" || (p.SessionRootID != "" && p.SessionRootID != p.ProcessID) ||
+			p.Source != vocab.SourceEnv || slices.Contains(p.Flags, vocab.FlagRootUnverified) {
+			continue
+		}
+		if base, _ := baseID(cmp.Or(p.AuditID, p.ClaimedAuditID)); base != id {
+			continue
+		}
+		roots := j.roots[id]
+		if roots == nil {
+			roots = map[string]rootInfo{}
+			j.roots[id] = roots
+			j.rootq.push(id, 0, now)
+		}
+		if _, ok := roots[p.ProcessID]; ok || len(roots) >= maxRootsPerID {
+			continue
+		}
+		start := p.Start
+		if start.IsZero() {
+			start = p.ExecTime
+		}
+		roots[p.ProcessID] = rootInfo{start: start, containerID: p.ContainerID, ns: p.Namespace, pod: p.Pod, ctrName: p.Container}
+		j.rootCount++
+		added = true
+	}
+	if !added {
+		return nil
+	}
+	j.repair(id)
+	j.settle()
+	j.evictRoots()
+	return j.flush()
 }

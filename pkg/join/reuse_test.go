@@ -305,3 +305,50 @@ func TestJoinRootBounds(t *testing.T) {
 		t.Errorf("roots held %d, evicted %d: want at most 2 held and the rest counted", j.rootCount, j.Stats().EvictedRoots)
 	}
 }
+
+// After a restart the joiner starts empty: the roots a store kept under an
+// ID hold their requests again (RestoreRoots), so mallory's descendants,
+// whose root reused alice's ID before the restart, stay unattributed. The
+// control, without the restore, shows the gap it closes: her child would
+// be taken for alice's.
+func TestJoinRestoredRoots(t *testing.T) {
+	stored := []Process{
+		with(pr("ra", "runc", "", vocab.SourceEnv), func(p *Process) {
+			p.SessionRootID, p.Attribution, p.AuditID, p.Source = "ra", vocab.AttributionAuditID, idA, vocab.SourceEnv
+		}),
+		with(pr("rm", "runc-m", "", vocab.SourceEnv), func(p *Process) {
+			p.SessionRootID, p.ClaimedAuditID, p.Flags, p.Source = "rm", idA, []string{vocab.FlagAuditIDReused}, vocab.SourceEnv
+			p.Start = t0.Add(10 * time.Second)
+		}),
+		// Neither a forged root nor another ID's root is one of idA's.
+		with(pr("rf", "init", "", vocab.SourceEnv), func(p *Process) {
+			p.SessionRootID, p.ClaimedAuditID, p.Flags, p.Source = "rf", idA, []string{vocab.FlagRootUnverified}, vocab.SourceEnv
+		}),
+	}
+	child := func(id, root string) Process {
+		return with(pr(id, root, idA, vocab.SourceInherited), func(p *Process) {
+			p.SessionRootID, p.Start = root, t0.Add(20*time.Second)
+		})
+	}
+	for _, restore := range []bool{true, false} {
+		j := newJoiner(t)
+		snap := newSnapshot()
+		if restore {
+			snap.apply(j.RestoreRoots(t0, idA, stored))
+			if len(snap.procs) != 0 {
+				t.Errorf("restoring roots emitted process rows: %v", snap.procs)
+			}
+		}
+		snap.apply(j.AddProcess(t0, child("ca", "ra")))
+		snap.apply(j.AddProcess(t0, child("cm", "rm")))
+		snap.apply(j.AddRecord(t0, xr(idA)))
+		if !restore {
+			if got := snap.procs["cm"]; got.Attribution != vocab.AttributionInherited {
+				t.Fatalf("control: without the restore mallory's child is %q, so the test proves nothing", got.Attribution)
+			}
+			continue
+		}
+		checkWant(t, "ca", snap.procs["ca"], want{attr: vocab.AttributionInherited, auditID: idA})
+		checkWant(t, "cm", snap.procs["cm"], want{claimed: idA, flags: []string{vocab.FlagAuditIDReused}})
+	}
+}
