@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"time"
@@ -77,12 +78,13 @@ func (s *Server) Serve(ctx context.Context, ln, mln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go s.certs.Run(ctx, s.cfg.CertReload)
-	srvs := []*http.Server{newHTTPServer(s.Mux(), s.TLSConfig())}
+	errLog := stdlog.New(s.log, "", 0) // handshake errors, as structured logs
+	srvs := []*http.Server{newHTTPServer(s.Mux(), s.TLSConfig(), errLog)}
 	lns := []net.Listener{tls.NewListener(ln, srvs[0].TLSConfig)}
 	if mln != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", s.metrics)
-		srvs, lns = append(srvs, newHTTPServer(mux, nil)), append(lns, mln)
+		srvs, lns = append(srvs, newHTTPServer(mux, nil, errLog)), append(lns, mln)
 		s.log.Info().Str("addr", mln.Addr().String()).Msg("bridge metrics listening")
 	}
 	s.log.Info().Str("addr", ln.Addr().String()).Msg("exec bridge listening")
@@ -106,9 +108,9 @@ func (s *Server) Serve(ctx context.Context, ln, mln net.Listener) error {
 	return err
 }
 
-func newHTTPServer(h http.Handler, tc *tls.Config) *http.Server {
+func newHTTPServer(h http.Handler, tc *tls.Config, errLog *stdlog.Logger) *http.Server {
 	return &http.Server{
-		Handler: h, TLSConfig: tc,
+		Handler: h, TLSConfig: tc, ErrorLog: errLog,
 		// The apiserver gives up after the webhook's timeoutSeconds (at
 		// most 30s); nothing legitimate is slower.
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
