@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"io"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,6 +39,8 @@ func NewDecoder() (*Decoder, error) {
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, rbacv1.AddToScheme,
 		networkingv1.AddToScheme, schedulingv1.AddToScheme,
+		// The exec bridge: its webhook configuration and PodDisruptionBudget.
+		admissionregistrationv1.AddToScheme, policyv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return nil, fmt.Errorf("building scheme: %w", err)

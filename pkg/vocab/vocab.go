@@ -11,7 +11,19 @@ const (
 	AuditIDKey = "KUBERNETES_EXEC_AUDIT_ID"
 	// SPOKey is the key the Security Profiles Operator's exec webhook injects.
 	SPOKey = "SPO_EXEC_REQUEST_UID"
+	// BridgeKey is the default key correlator's own exec bridge (pkg/bridge,
+	// `correlator bridge`) injects: the pods/exec command becomes
+	// `env BridgeKey=<id> <command...>`, so argv[0] of the root the runtime
+	// execs is "env" and argv[1] is "BridgeKey=<id>". The bridge's key is
+	// configurable; this is the name both halves use by default.
+	BridgeKey = "CORRELATOR_EXEC_ID"
 )
+
+// BridgeWebhookName is the exec bridge's webhook name in its
+// MutatingWebhookConfiguration. The apiserver stores the bridge's audit
+// annotation as "<BridgeWebhookName>/<key>", e.g.
+// "exec.correlator.execid.io/CORRELATOR_EXEC_ID", with the id as its value.
+const BridgeWebhookName = "exec.correlator.execid.io"
 
 // PlaceholderID is the value KEP-6035 injects when the apiserver had no ID.
 const PlaceholderID = "unknown"

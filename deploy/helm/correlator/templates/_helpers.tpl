@@ -39,6 +39,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
+{{- define "correlator.bridgeTLSSecret" -}}
+{{- default (printf "%s-bridge-tls" (include "correlator.fullname" .)) .Values.bridge.tls.existingSecret -}}
+{{- end -}}
+
 {{- define "correlator.tokenSecret" -}}
 {{- default (printf "%s-token" (include "correlator.fullname" .)) .Values.auth.existingSecret -}}
 {{- end -}}
@@ -71,6 +75,9 @@ are `correlator run` flag names.
 {{- end -}}
 {{- if .Values.auth.kubernetes -}}
 {{- $_ := set $c "auth-kubernetes" true -}}
+{{- end -}}
+{{- if and .Values.bridge.enabled (not (has .Values.bridge.key (default list $c.keys))) -}}
+{{- $_ := set $c "keys" (append (default list $c.keys) .Values.bridge.key) -}}
 {{- end -}}
 {{- if .Values.tls.existingSecret -}}
 {{- $_ := set $c "tls-cert" "/etc/correlator/tls/tls.crt" -}}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+
+	"github.com/execid/correlator/pkg/bridge"
+)
+
+// bridgeFlags binds `correlator bridge`'s flags onto cfg.
+func bridgeFlags(fs *pflag.FlagSet, cfg *bridge.Config) {
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTPS address the apiserver calls the webhook on")
+	fs.StringVar(&cfg.CertFile, "tls-cert", "", "serving certificate (PEM), re-read when it changes")
+	fs.StringVar(&cfg.KeyFile, "tls-key", "", "serving key (PEM), re-read when it changes")
+	fs.DurationVar(&cfg.CertReload, "cert-reload-interval", cfg.CertReload, "how often the certificate files are checked for a rotation")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "plain-HTTP address for /metrics (empty: /metrics on the webhook's HTTPS listener)")
+	fs.StringVar(&cfg.Key, "key", cfg.Key, "environment key the exec command is prefixed with (the agent's keys must include it)")
+	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "largest AdmissionReview accepted (larger: HTTP 413, the failurePolicy decides)")
+	fs.BoolVar(&cfg.PodLookup, "pod-lookup", false, "read each exec's pod (get on pods) to honour the "+bridge.SkipAnnotation+" annotation and skip Windows pods")
+	fs.DurationVar(&cfg.PodCacheTTL, "pod-cache-ttl", cfg.PodCacheTTL, "how long a looked-up pod is remembered")
+	fs.IntVar(&cfg.PodCacheSize, "pod-cache-size", cfg.PodCacheSize, "pods remembered at most")
+	fs.DurationVar(&cfg.LookupTimeout, "pod-lookup-timeout", cfg.LookupTimeout, "bound on one pod lookup (then the exec is rewritten anyway)")
+}
+
+// newBridgeCmd runs the exec bridge, the mutating admission webhook that
+// gives each exec an ID until the cluster runs KEP-6035.
+func newBridgeCmd(g *globalOptions) *cobra.Command {
+	cfg := bridge.Default()
+	cmd := &cobra.Command{
+		Use:   "bridge",
+		Short: "Run the exec bridge: a mutating admission webhook that prefixes each pods/exec command with env <key>=<fresh id>",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			log := g.logger().With().Str("component", "bridge").Logger()
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			m, err := bridge.NewMetrics(reg)
+			if err != nil {
+				return err
+			}
+			var pods bridge.PodSource
+			if cfg.PodLookup {
+				rc, err := rest.InClusterConfig()
+				if err != nil {
+					return fmt.Errorf("configuring --pod-lookup: %w", err)
+				}
+				get, err := bridge.NewGetPod(rc)
+				if err != nil {
+					return fmt.Errorf("configuring --pod-lookup: %w", err)
+				}
+				pods = bridge.NewPodCache(get, cfg.PodCacheSize, cfg.PodCacheTTL, cfg.LookupTimeout)
+			}
+			mut, err := bridge.NewMutator(cfg.Key, nil, pods)
+			if err != nil {
+				return err
+			}
+			h := bridge.NewHandler(mut, cfg.MaxBodyBytes, log, m)
+			srv, err := bridge.NewServer(cfg, h, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), log, m)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			log.Info().Str("key", cfg.Key).Bool("pod_lookup", cfg.PodLookup).Msg("exec bridge starting")
+			return srv.Run(ctx)
+		},
+	}
+	bridgeFlags(cmd.Flags(), &cfg)
+	return cmd
+}
