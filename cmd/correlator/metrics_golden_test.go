@@ -19,8 +19,11 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/execid/correlator/internal/esdouble"
 	"github.com/execid/correlator/internal/testutil"
+	"github.com/execid/correlator/pkg/bridge"
 	"github.com/execid/correlator/pkg/join"
 )
 
@@ -264,6 +267,12 @@ func checkDashboard(t *testing.T, page []series) {
 			}
 		}
 	}
+	// `correlator bridge` serves its own metrics: take their names from
+	// what it registers (described, so series not yet made count too).
+	rec := &describedNames{Registerer: prometheus.NewRegistry(), names: served}
+	if _, err := bridge.NewMetrics(rec); err != nil {
+		t.Fatal(err)
+	}
 	metric := regexp.MustCompile(`\bcorrelator_[a-z0-9_]+\b`)
 	exprs := 0
 	var walk func(any)
@@ -291,4 +300,28 @@ func checkDashboard(t *testing.T, page []series) {
 	if exprs == 0 {
 		t.Fatal("the dashboard has no queries: the walk is broken")
 	}
+}
+
+// describedNames registers collectors and marks every metric name they
+// describe in names, with a histogram's series suffixes.
+type describedNames struct {
+	prometheus.Registerer
+	names map[string]bool
+}
+
+var descName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+func (d *describedNames) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		ch := make(chan *prometheus.Desc, 16)
+		go func() { c.Describe(ch); close(ch) }()
+		for desc := range ch {
+			if m := descName.FindStringSubmatch(desc.String()); m != nil {
+				for _, suf := range []string{"", "_bucket", "_sum", "_count"} {
+					d.names[m[1]+suf] = true
+				}
+			}
+		}
+	}
+	d.Registerer.MustRegister(cs...)
 }
