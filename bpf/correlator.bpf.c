@@ -45,14 +45,15 @@ int BPF_PROG(handle_exec, struct task_struct *p, int old_pid, struct linux_binpr
 	__u32 zero = 0;
 	struct exec_buf *b = bpf_map_lookup_elem(&exec_scratch, &zero);
 	struct scan_buf *buf = bpf_map_lookup_elem(&scan_scratch, &zero);
-	__u32 nr, found;
+	__u32 nr, found, argv;
 
 	if (!b || !buf)
 		return 0;
 	nr = fill_exec(b, p, bprm);
 	judge_exec(&b->ev, p, nr);
 	found = scan_env(b, buf, p, bprm);
-	resolve_lineage(b, found, p);
+	argv = argv_claim(b);
+	resolve_lineage(b, found | argv, argv, p);
 	emit_exec(b);
 	return 0;
 }

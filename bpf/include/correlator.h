@@ -27,6 +27,7 @@ enum key_flag {
 	KEY_FLAG_DUPLICATE_KEY = 1 << 3,   /* key occurs more than once; first wins */
 	KEY_FLAG_ID_TRUNCATED = 1 << 4,    /* value longer than ID_MAX_LEN */
 	KEY_FLAG_ROOT_INDIRECT = 1 << 5,   /* root set by the first image the runtime exec'd */
+	KEY_FLAG_FROM_ARGV = 1 << 6,       /* root's value from its `env KEY=` argv (the exec bridge) */
 };
 
 /*

@@ -7,6 +7,7 @@
 #include "task.h"
 #include "scan.h"
 #include "place.h"
+#include "bridge.h"
 
 /* Stops clang from fusing per-slot memsets into one BPF cannot lower. */
 #define barrier() asm volatile("" ::: "memory")
@@ -176,7 +177,8 @@ static __always_inline bool slot_equal(const struct id_slot *a, const struct id_
  * and which env claims to report (claimed_mask); found says which
  * claimed[] slots the scan filled.
  */
-static __always_inline void resolve_lineage(struct exec_buf *b, __u32 found, struct task_struct *p)
+static __always_inline void resolve_lineage(struct exec_buf *b, __u32 found, __u32 argv,
+					    struct task_struct *p)
 {
 	struct exec_event *ev = &b->ev;
 	__u32 zero = 0, tgid = ev->tgid;
@@ -233,6 +235,10 @@ static __always_inline void resolve_lineage(struct exec_buf *b, __u32 found, str
 		__builtin_memcpy(out, cl, sizeof(*out));
 		ev->ids_mask |= 1u << k;
 		out->flags |= root_flags;
+		/* The bridge's key is the runtime's word only in the argv it
+		 * exec'd; in the environment it is the image's or a caller's. */
+		if (k == argv_key && !(argv & (1u << k)))
+			out->flags |= KEY_FLAG_ROOT_UNVERIFIED;
 		if (e) {
 			__builtin_memcpy(&e->ids[k], out, sizeof(*out));
 			continue;

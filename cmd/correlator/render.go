@@ -162,6 +162,10 @@ func drawNode(w io.Writer, n *api.TreeNode, prefix string, last bool) {
 	if n.ClaimedAuditID != "" {
 		extra += " claimed=" + n.ClaimedAuditID
 	}
+	if len(n.Candidates) > 0 {
+		// An ambiguous process is nobody's: name every session it may be.
+		extra += " candidates=" + strings.Join(n.Candidates, ",")
+	}
 	fmt.Fprintf(w, "%s%s%d %s (%s)%s%s\n", prefix, branch, n.PID, argv(&n.Process, 80), orDash(string(n.Attribution)), exit, extra)
 	for i, c := range n.Children {
 		drawNode(w, c, prefix+next, i == len(n.Children)-1)

@@ -23,6 +23,11 @@ const (
 type Config struct {
 	// Keys are the environment keys to capture; Keys[0] is the audit ID key.
 	Keys []string
+	// BridgeKey is the key the exec bridge puts in a covered exec's argv
+	// (`env KEY=<id> <command>`): when it is one of Keys, a root's value
+	// comes from that argv, and from the environment alone it is only a
+	// claim (root_unverified).
+	BridgeKey string
 	// ScanBudget bounds the environment bytes scanned per exec.
 	ScanBudget uint32
 	// PinPath is the bpffs directory holding the lineage map across
@@ -47,6 +52,7 @@ type Config struct {
 func Default() Config {
 	return Config{
 		Keys:            []string{vocab.AuditIDKey, vocab.SPOKey},
+		BridgeKey:       vocab.BridgeKey,
 		ScanBudget:      1 << 20,
 		PinPath:         DefaultPinPath,
 		RingBufferBytes: 16 << 20,

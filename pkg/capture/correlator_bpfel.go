@@ -166,6 +166,7 @@ const (
 	correlatorKeyFlagKEY_FLAG_DUPLICATE_KEY   correlatorKeyFlag = 8
 	correlatorKeyFlagKEY_FLAG_ID_TRUNCATED    correlatorKeyFlag = 16
 	correlatorKeyFlagKEY_FLAG_ROOT_INDIRECT   correlatorKeyFlag = 32
+	correlatorKeyFlagKEY_FLAG_FROM_ARGV       correlatorKeyFlag = 64
 )
 
 type correlatorLineage struct {
@@ -217,6 +218,7 @@ const (
 	correlatorProgHandleExec       = "handle_exec"
 	correlatorProgHandleExit       = "handle_exit"
 	correlatorProgHandleFork       = "handle_fork"
+	correlatorVarArgvKey           = "argv_key"
 	correlatorVarKeyLen            = "key_len"
 	correlatorVarKeyMask           = "key_mask"
 	correlatorVarKeyName           = "key_name"
@@ -304,6 +306,7 @@ type correlatorMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type correlatorVariableSpecs struct {
+	ArgvKey           *ebpf.VariableSpec `ebpf:"argv_key"`
 	KeyLen            *ebpf.VariableSpec `ebpf:"key_len"`
 	KeyMask           *ebpf.VariableSpec `ebpf:"key_mask"`
 	KeyName           *ebpf.VariableSpec `ebpf:"key_name"`
@@ -373,6 +376,7 @@ func (m *correlatorMaps) Close() error {
 //
 // It can be passed to loadCorrelatorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type correlatorVariables struct {
+	ArgvKey           *ebpf.Variable `ebpf:"argv_key"`
 	KeyLen            *ebpf.Variable `ebpf:"key_len"`
 	KeyMask           *ebpf.Variable `ebpf:"key_mask"`
 	KeyName           *ebpf.Variable `ebpf:"key_name"`

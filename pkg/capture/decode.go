@@ -295,6 +295,7 @@ var keyFlagNames = []flagName{
 	{uint32(correlatorKeyFlagKEY_FLAG_DUPLICATE_KEY), vocab.FlagDuplicateKey},
 	{uint32(correlatorKeyFlagKEY_FLAG_ID_TRUNCATED), vocab.FlagIDTruncated},
 	{uint32(correlatorKeyFlagKEY_FLAG_ROOT_INDIRECT), vocab.FlagRootIndirect},
+	{uint32(correlatorKeyFlagKEY_FLAG_FROM_ARGV), vocab.FlagBridgeArgv},
 }
 
 var originNames = map[uint32]Origin{

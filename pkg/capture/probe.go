@@ -106,13 +106,17 @@ func configureSpec(spec *ebpf.CollectionSpec, cfg Config) error {
 		masks    [maxKeys]uint64
 		names    [maxKeys][maxKeyLen]uint8
 	)
+	argvKey := uint32(maxKeys) // none
 	for i, k := range cfg.Keys {
 		lens[i] = uint32(len(k))
 		prefixes[i], masks[i] = keyPattern(k)
 		copy(names[i][:], k)
+		if k == cfg.BridgeKey {
+			argvKey = uint32(i)
+		}
 	}
 	for name, v := range map[string]any{
-		"nkeys": uint32(len(cfg.Keys)), "key_len": lens, "key_prefix": prefixes,
+		"nkeys": uint32(len(cfg.Keys)), "key_len": lens, "key_prefix": prefixes, "argv_key": argvKey,
 		"key_mask": masks, "key_name": names, "scan_budget": cfg.ScanBudget,
 		"wakeup_bytes": uint64(min(cfg.WakeupBytes, cfg.RingBufferBytes/4)),
 	} {

@@ -247,10 +247,13 @@ func argvMatch(argv, command []string, truncated bool) float64 {
 	return scoreProgram
 }
 
-// stripSPOPrefix undoes the SPO exec webhook's rewrite of command to
-// `env SPO_EXEC_REQUEST_UID=<uid> <command...>`.
+// stripSPOPrefix undoes the rewrite of command to `env KEY=<id>
+// <command...>` by the SPO exec webhook (SPO_EXEC_REQUEST_UID) or
+// correlator's exec bridge (vocab.BridgeKey); the audit record keeps the
+// caller's command.
 func stripSPOPrefix(argv []string) []string {
-	if len(argv) >= 2 && path.Base(argv[0]) == "env" && strings.HasPrefix(argv[1], vocab.SPOKey+"=") {
+	if len(argv) >= 2 && path.Base(argv[0]) == "env" &&
+		(strings.HasPrefix(argv[1], vocab.SPOKey+"=") || strings.HasPrefix(argv[1], vocab.BridgeKey+"=")) {
 		return argv[2:]
 	}
 	return argv

@@ -29,6 +29,12 @@ func (j *Joiner) index(p *proc) {
 	if v := in.SPO.Value; v != "" {
 		addTo(j.spoProcs, v, in.ProcessID)
 	}
+	if v := p.bridgeKey(); v != "" {
+		addTo(j.spoProcs, v, in.ProcessID)
+		if isBridgeRoot(p) {
+			j.addRoot(v, p)
+		}
+	}
 	id := p.auditKey()
 	if id == "" {
 		return
@@ -68,6 +74,9 @@ func (j *Joiner) unindex(p *proc) {
 		removeFrom(j.deps, in.SessionRootID, in.ProcessID)
 	}
 	if v := in.SPO.Value; v != "" {
+		removeFrom(j.spoProcs, v, in.ProcessID)
+	}
+	if v := p.bridgeKey(); v != "" {
 		removeFrom(j.spoProcs, v, in.ProcessID)
 	}
 	id := p.auditKey()

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -36,6 +37,9 @@ const maxRootsPerID = 64
 type rootInfo struct {
 	start                         time.Time
 	containerID, ns, pod, ctrName string
+	// bridge is the root's exec bridge ID (prefixed): it fits only the
+	// request the bridge annotated with it.
+	bridge string
 }
 
 // pairing is the outcome for one audit ID: a session key per request and
@@ -99,6 +103,9 @@ func pairable(rec *auditlog.ExecRecord) bool {
 // request was received (less the clock skew) and no later than it ended.
 func fits(ri *rootInfo, rec *auditlog.ExecRecord, skew time.Duration) bool {
 	if !pairable(rec) || differ(ri.ns, rec.Namespace) || differ(ri.pod, rec.Pod) || differ(ri.ctrName, rec.Container) {
+		return false
+	}
+	if ri.bridge != "" && !hasBridge(rec, ri.bridge) {
 		return false
 	}
 	if rr := rec.RequestReceivedTimestamp; !rr.IsZero() && !ri.start.IsZero() && ri.start.Before(rr.Add(-skew)) {
@@ -299,9 +306,30 @@ func (e *enumerator) onlyFit(i, q int) bool {
 	return true
 }
 
+// rootsOf returns the verified roots that may hold rs's requests: those
+// carrying its audit ID, and those carrying a bridge ID its requests name.
+func (j *Joiner) rootsOf(rs *recSet) map[string]rootInfo {
+	roots := j.roots[rs.id]
+	for _, v := range rs.spo {
+		if !strings.HasPrefix(v, bridgePrefix) || len(j.roots[v]) == 0 {
+			continue
+		}
+		merged := maps.Clone(roots)
+		if merged == nil {
+			merged = map[string]rootInfo{}
+		}
+		maps.Copy(merged, j.roots[v])
+		roots = merged
+	}
+	return roots
+}
+
 // addRoot remembers verified root p under id and re-pairs the ID.
 func (j *Joiner) addRoot(id string, p *proc) {
 	ri := rootInfo{start: p.startTime(), containerID: p.in.ContainerID, ns: p.in.Namespace, pod: p.in.Pod, ctrName: p.in.Container}
+	if strings.HasPrefix(id, bridgePrefix) {
+		ri.bridge = id
+	}
 	roots := j.roots[id]
 	if roots == nil {
 		roots = map[string]rootInfo{}
@@ -323,6 +351,9 @@ func (j *Joiner) addRoot(id string, p *proc) {
 	}
 	roots[p.in.ProcessID] = ri
 	j.repair(id)
+	for _, x := range j.spo[id] {
+		j.repair(x) // the audit IDs whose requests the bridge ID names
+	}
 	j.evictRoots()
 }
 
@@ -341,7 +372,7 @@ func (j *Joiner) evictRoots() {
 		if roots == nil {
 			continue
 		}
-		if j.recs[e.id] != nil || j.ids[e.id] != nil {
+		if j.recs[e.id] != nil || j.ids[e.id] != nil || len(j.spo[e.id]) > 0 || len(j.spoProcs[e.id]) > 0 {
 			j.rootq.requeue(e) // in use: keep it, look at the next
 			continue
 		}
@@ -377,7 +408,7 @@ func (j *Joiner) pairingOf(id string) *pairing {
 	if rs := j.recs[id]; rs != nil {
 		pr.keys = rs.keys()
 		pr.unseen = len(rs.recs) == 1 && rs.conflict()
-		pr.roots, pr.taken = pairRoots(rs.recs, j.roots[id], j.cfg.ClockSkew)
+		pr.roots, pr.taken = pairRoots(rs.recs, j.rootsOf(rs), j.cfg.ClockSkew)
 	}
 	j.pairs[id] = pr
 	return pr

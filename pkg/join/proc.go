@@ -95,7 +95,7 @@ func (j *Joiner) own(in *Process) procInfo {
 		Filename: in.Filename, Argv: argv, ArgvTruncated: in.ArgvTruncated,
 		Start: in.Start, ExecTime: in.ExecTime, PID: in.PID, PPID: in.PPID, UID: in.UID,
 		procShared: j.shares.acquire(&sharedFields{ContainerID: in.ContainerID, PodUID: in.PodUID,
-			Namespace: in.Namespace, Pod: in.Pod, Container: in.Container, Captured: in.Captured, SPO: in.SPO}),
+			Namespace: in.Namespace, Pod: in.Pod, Container: in.Container, Captured: in.Captured, SPO: in.SPO, Bridge: in.Bridge}),
 	}
 }
 
@@ -147,10 +147,15 @@ func (j *Joiner) merge(p *proc, in *Process) {
 	// in the environment the runtime gave this very process, and its later
 	// image reads the same ID back from the process's own lineage.
 	root := sameRootID(&p.in.Captured, &in.Captured) || sameRootID(&in.Captured, &p.in.Captured)
+	// Likewise the bridge's env, which execs the user's command in place.
+	broot := sameRootID(&p.in.Bridge, &in.Bridge) || sameRootID(&in.Bridge, &p.in.Bridge)
 	if in.ExecTime.After(p.in.ExecTime) || (in.ExecTime.Equal(p.in.ExecTime) && lessExec(in, &p.in)) {
 		next := *in
 		if root {
 			next.Captured.Source = vocab.SourceEnv
+		}
+		if broot {
+			next.Bridge.Source = vocab.SourceEnv
 		}
 		next.Start = start
 		old := p.in
@@ -159,9 +164,14 @@ func (j *Joiner) merge(p *proc, in *Process) {
 		return
 	}
 	p.in.Start = start
-	if root && p.in.Captured.Source != vocab.SourceEnv {
+	if (root && p.in.Captured.Source != vocab.SourceEnv) || (broot && p.in.Bridge.Source != vocab.SourceEnv) {
 		f := p.in.sharedFields
-		f.Captured.Source = vocab.SourceEnv
+		if root {
+			f.Captured.Source = vocab.SourceEnv
+		}
+		if broot {
+			f.Bridge.Source = vocab.SourceEnv
+		}
 		old := p.in.procShared
 		p.in.procShared = j.shares.acquire(&f)
 		j.shares.release(old)
@@ -181,7 +191,7 @@ func lessExec(in *Process, held *procInfo) bool {
 	if c := slices.Compare(in.Argv, held.Argv); c != 0 {
 		return c < 0
 	}
-	return in.Captured.Value+in.SPO.Value < held.Captured.Value+held.SPO.Value
+	return in.Captured.Value+in.SPO.Value+in.Bridge.Value < held.Captured.Value+held.SPO.Value+held.Bridge.Value
 }
 
 // setExit records an exit once; it reports whether anything changed.
@@ -205,7 +215,7 @@ func (p *proc) startTime() time.Time {
 
 // captureFlags returns the capture flags of both keys, sorted and unique.
 func (p *proc) captureFlags() []string {
-	fl := slices.Concat(p.in.Captured.Flags, p.in.SPO.Flags)
+	fl := slices.Concat(p.in.Captured.Flags, p.in.SPO.Flags, p.in.Bridge.Flags)
 	slices.Sort(fl)
 	return slices.Compact(fl)
 }
@@ -255,6 +265,15 @@ func (p *proc) hasFlag(f string) bool { return slices.Contains(p.in.Captured.Fla
 func (p *proc) auditKey() string {
 	if id := p.in.Captured.Value; id != vocab.PlaceholderID {
 		return id
+	}
+	return ""
+}
+
+// bridgeKey is the exec bridge's ID for p, prefixed (bridgePrefix), when p
+// carries no audit ID: the audit ID key, once KEP-6035 injects it, wins.
+func (p *proc) bridgeKey() string {
+	if v := p.in.Bridge.Value; v != "" && p.auditKey() == "" {
+		return bridgePrefix + v
 	}
 	return ""
 }

@@ -157,6 +157,7 @@ func (j *Joiner) reindexRecord(rs *recSet) {
 			pods = append(pods, pk)
 		}
 		spo = append(spo, spoValues(r.Annotations)...)
+		spo = append(spo, bridgeValues(r.Annotations)...)
 	}
 	slices.Sort(pods)
 	pods = slices.Compact(pods)
@@ -210,6 +211,27 @@ func spoValues(ann map[string]string) []string {
 		}
 	}
 	return out
+}
+
+// bridgePrefix marks a bridge ID in the SPO indexes (j.spo, j.spoProcs,
+// rs.spo) and in j.roots, apart from SPO UIDs and audit IDs.
+const bridgePrefix = "bridge\x00"
+
+// bridgeValues returns the IDs correlator's exec bridge annotated, as the
+// apiserver stores them: "<webhook name>/<key>" (vocab.BridgeWebhookName).
+func bridgeValues(ann map[string]string) []string {
+	var out []string
+	for k, v := range ann {
+		if v != "" && (k == vocab.BridgeKey || strings.HasSuffix(k, "/"+vocab.BridgeKey)) {
+			out = append(out, bridgePrefix+v)
+		}
+	}
+	return out
+}
+
+// hasBridge reports whether rec's annotations name bridge ID key (prefixed).
+func hasBridge(rec *auditlog.ExecRecord, key string) bool {
+	return slices.Contains(bridgeValues(rec.Annotations), key)
 }
 
 // dropRecord forgets a record. Processes attributed to it keep their

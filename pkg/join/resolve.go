@@ -24,6 +24,22 @@ func (j *Joiner) resolve(p *proc) result {
 		j.resolveID(p, id, p.in.Captured.Source, p.hasFlag(vocab.FlagRootUnverified), true, &r)
 		return r
 	}
+	if v := p.bridgeKey(); v != "" {
+		switch ids := j.spo[v]; len(ids) {
+		case 0:
+			// The annotated record is still to come.
+			j.unmatched(p, &r)
+		case 1:
+			unverified := slices.Contains(p.in.Bridge.Flags, vocab.FlagRootUnverified)
+			j.resolveID(p, ids[0], p.in.Bridge.Source, unverified, true, &r)
+		default:
+			// The bridge draws a fresh ID per request: two records
+			// naming one are a forgery or a replay. Pick none.
+			r.attr, r.candidates = vocab.AttributionAmbiguous, slices.Clone(ids)
+			r.flag(vocab.FlagAuditIDConflict)
+		}
+		return r
+	}
 	if v := p.in.SPO.Value; v != "" {
 		switch ids := j.spo[v]; len(ids) {
 		case 0:
@@ -192,9 +208,19 @@ func keysOf(rs *recSet, recs []*auditlog.ExecRecord) []string {
 }
 
 // isRoot reports whether p is a session root the kernel verified: it found
-// the ID in the environment the runtime gave this very process.
+// the ID in the environment the runtime gave this very process (or, for
+// the exec bridge's ID, in the argv the runtime exec'd).
 func isRoot(p *proc) bool {
+	if p.auditKey() == "" && p.in.Bridge.Value != "" {
+		return isBridgeRoot(p)
+	}
 	return p.in.Captured.Source == vocab.SourceEnv && !p.hasFlag(vocab.FlagRootUnverified)
+}
+
+// isBridgeRoot: the kernel took p's bridge ID from a runtime-exec'd argv.
+func isBridgeRoot(p *proc) bool {
+	b := &p.in.Bridge
+	return b.Value != "" && b.Source == vocab.SourceEnv && !slices.Contains(b.Flags, vocab.FlagRootUnverified)
 }
 
 // unmatched leaves a process carrying an ID no record answers waiting, and

@@ -18,7 +18,7 @@ import (
 // processes all repeat.
 type sharedFields struct {
 	ContainerID, PodUID, Namespace, Pod, Container string
-	Captured, SPO                                  capture.KeyValue
+	Captured, SPO, Bridge                          capture.KeyValue
 }
 
 // procShared is one shared copy of sharedFields (shares).
@@ -46,8 +46,9 @@ func newShares() *shares { return &shares{m: map[string]*procShared{}} }
 // acquire returns the shared copy of f, counting one more user.
 func (s *shares) acquire(f *sharedFields) *procShared {
 	b := appendStrings(s.buf[:0], f.ContainerID, f.PodUID, f.Namespace, f.Pod, f.Container,
-		f.Captured.Value, f.Captured.Claimed, string(f.Captured.Source), f.SPO.Value, f.SPO.Claimed, string(f.SPO.Source))
-	b = appendList(appendList(b, f.Captured.Flags), f.SPO.Flags)
+		f.Captured.Value, f.Captured.Claimed, string(f.Captured.Source), f.SPO.Value, f.SPO.Claimed, string(f.SPO.Source),
+		f.Bridge.Value, f.Bridge.Claimed, string(f.Bridge.Source))
+	b = appendList(appendList(appendList(b, f.Captured.Flags), f.SPO.Flags), f.Bridge.Flags)
 	s.buf = b
 	if sh := s.m[string(b)]; sh != nil {
 		sh.refs++
@@ -59,8 +60,10 @@ func (s *shares) acquire(f *sharedFields) *procShared {
 	sh.ContainerID, sh.PodUID, sh.Namespace, sh.Pod, sh.Container = d.str(), d.str(), d.str(), d.str(), d.str()
 	sh.Captured.Value, sh.Captured.Claimed, sh.Captured.Source = d.str(), d.str(), vocab.Source(d.str())
 	sh.SPO.Value, sh.SPO.Claimed, sh.SPO.Source = d.str(), d.str(), vocab.Source(d.str())
-	sh.Captured.Flags, sh.SPO.Flags = d.list(), d.list()
-	sh.size = sharedFixedBytes + len(k) + listHeaderBytes(sh.Captured.Flags) + listHeaderBytes(sh.SPO.Flags)
+	sh.Bridge.Value, sh.Bridge.Claimed, sh.Bridge.Source = d.str(), d.str(), vocab.Source(d.str())
+	sh.Captured.Flags, sh.SPO.Flags, sh.Bridge.Flags = d.list(), d.list(), d.list()
+	sh.size = sharedFixedBytes + len(k) + listHeaderBytes(sh.Captured.Flags) + listHeaderBytes(sh.SPO.Flags) +
+		listHeaderBytes(sh.Bridge.Flags)
 	s.m[k] = sh
 	s.bytes += sh.size
 	return sh

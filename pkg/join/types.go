@@ -28,6 +28,10 @@ type Process struct {
 	// outcome says what they mean).
 	Captured capture.KeyValue `json:"-"`
 	SPO      capture.KeyValue `json:"-"`
+	// Bridge is what the kernel recorded for the exec bridge's key
+	// (vocab.BridgeKey): a root's value from the `env KEY=<id>` argv the
+	// bridge wrote, joined through the request's audit annotation.
+	Bridge capture.KeyValue `json:"-"`
 
 	// Attribution is how the joiner tied the process to AuditID's session.
 	Attribution vocab.Attribution `json:"attribution"`
@@ -115,6 +119,7 @@ func ProcessOf(ev *capture.Event, namespace, pod, container, podUID string) Proc
 		Start: ev.Time, ExecTime: ev.Time,
 		Captured: capture.KeyValue{Value: ev.AuditID, Claimed: ev.ClaimedAuditID, Source: ev.Source, Flags: ev.Flags},
 		SPO:      ev.Keys[vocab.SPOKey],
+		Bridge:   ev.Keys[vocab.BridgeKey],
 	}
 	if p.PodUID == "" {
 		p.PodUID = podUID

@@ -67,7 +67,10 @@ const (
 	FlagRootUnverified = "root_unverified"
 	// FlagRootIndirect: the root's key was set by the first program the
 	// runtime exec'd (SPO's env prefix), not by the runtime itself.
-	FlagRootIndirect  = "root_indirect"
+	FlagRootIndirect = "root_indirect"
+	// FlagBridgeArgv: the root's value came from the `env KEY=<id>` argv
+	// the exec bridge wrote into the request the runtime exec'd.
+	FlagBridgeArgv    = "bridge_argv"
 	FlagDuplicateKey  = "duplicate_key"
 	FlagPlaceholder   = "placeholder"
 	FlagNonstandardID = "nonstandard_id"
