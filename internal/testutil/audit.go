@@ -30,6 +30,9 @@ type ExecRequest struct {
 	Received time.Time
 	// Duration is how long the session lasted (ResponseComplete - received).
 	Duration time.Duration
+	// Annotations are added to every stage's annotations (an admission
+	// webhook's audit annotations, as "<webhook name>/<key>").
+	Annotations map[string]string
 }
 
 // Events returns the request's audit events in stage order, built from the
@@ -73,6 +76,9 @@ func (r ExecRequest) Events() []auditv1.Event {
 			APIVersion: "v1", Subresource: "exec"},
 		RequestReceivedTimestamp: metav1.NewMicroTime(r.Received),
 		Annotations:              map[string]string{"authorization.k8s.io/decision": decision},
+	}
+	for k, v := range r.Annotations {
+		base.Annotations[k] = v
 	}
 	if r.As != "" {
 		base.ImpersonatedUser = &authnv1.UserInfo{Username: r.As}
