@@ -54,6 +54,7 @@ func session(id, user, pod string, seconds int, command ...string) join.Session 
 }
 
 func sessionIn(ns, id, user, pod string, seconds int, command ...string) join.Session {
+	yes := true
 	q := "command=" + strings.Join(command, "&command=") + "&container=app&stdin=true&stdout=true&tty=true"
 	return join.Session{ExecRecord: auditlog.ExecRecord{
 		AuditID:     id,
@@ -68,8 +69,8 @@ func sessionIn(ns, id, user, pod string, seconds int, command ...string) join.Se
 		Pod:                      pod,
 		Container:                "app",
 		Command:                  command,
-		Stdin:                    true,
-		TTY:                      true,
+		Stdin:                    &yes,
+		TTY:                      &yes,
 		Code:                     101,
 		Decision:                 "allow",
 		RequestURI:               fmt.Sprintf("/api/v1/namespaces/%s/pods/%s/exec?%s", ns, pod, q),
