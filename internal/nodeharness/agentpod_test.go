@@ -46,7 +46,7 @@ func TestAgentPod(t *testing.T) {
 	// The chart's alerts.rules: the shipped rules and one on a pod label
 	// only the db pod has (checkLabelAlerts).
 	agent := n.RunAgentPod(t, filepath.Join("..", "..", "deploy", "helm", "correlator"), dir,
-		helmSetValue("alerts.rules", labelRules(t)))
+		helmSetValue("alerts.rules", labelRules(t)), "bridge.enabled=true")
 	t.Logf("node up in %v, agent pod ready %v later", nodeUp.Round(time.Millisecond),
 		(time.Since(began) - nodeUp).Round(time.Millisecond))
 	t.Cleanup(func() {
@@ -163,6 +163,8 @@ func TestAgentPod(t *testing.T) {
 				root.Namespace, root.Pod, root.Container, root.ContainerID, ctrs["db"])
 		}
 	})
+
+	t.Run("exec bridge, overlapping", func(t *testing.T) { checkBridge(t, n, client, agent, ctrs["db"], pods[1]) })
 
 	// Last: its record must not be a candidate for the ID-less execs above.
 	t.Run("root execs in place", func(t *testing.T) { checkRootExecsInPlace(t, n, client, agent, ctrs["web"], pods[0]) })
