@@ -10,32 +10,25 @@ import (
 )
 
 // BenchmarkJoin pushes exec events through AddProcess with their records
-// already held: a root and descendants per session, exits keeping the table
-// near steady state.
+// already held: a root and descendants per session, each session with an
+// ID of its own and its descendants naming their root as the kernel does,
+// exits keeping the table near steady state.
 func BenchmarkJoin(b *testing.B) {
-	const sessions = 1000
 	j := newJoiner(b, func(c *Config) { c.MaxProcesses = 200_000 })
+	sessions := b.N/8 + 1
 	ids := make([]string, sessions)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
 		j.AddRecord(t0, xr(ids[i]))
 	}
-	procs := make([]Process, 4096)
-	for i := range procs {
-		s := i / 8
-		p := pr(fmt.Sprintf("p%d", i), fmt.Sprintf("p%d", i-1), ids[s%sessions], vocab.SourceInherited)
-		if i%8 == 0 {
-			p.ParentProcessID, p.Captured.Source = "runc", vocab.SourceEnv
-		}
-		procs[i] = p
-	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		p := procs[i%len(procs)]
-		p.ProcessID = fmt.Sprintf("%d-%d", i, i)
-		if i%8 != 0 {
-			p.ParentProcessID = fmt.Sprintf("%d-%d", i-1, i-1)
+		s := i / 8
+		p := pr(fmt.Sprintf("%d-%d", i, i), fmt.Sprintf("%d-%d", i-1, i-1), ids[s], vocab.SourceInherited)
+		p.SessionRootID = fmt.Sprintf("%d-%d", s*8, s*8)
+		if i%8 == 0 {
+			p.ParentProcessID, p.Captured.Source = "runc", vocab.SourceEnv
 		}
 		if len(j.AddProcess(t0, p)) == 0 {
 			b.Fatal("no update")

@@ -143,22 +143,39 @@ func (j *Joiner) setHeld(p *proc, pk string, cands []candidate) {
 		return
 	}
 	j.dropHeld(p)
-	if held != "" {
-		addTo(j.heldPod, held, p.in.ProcessID)
+	if held == "" {
+		return
 	}
+	addTo(j.heldPod, held, p.in.ProcessID)
 	p.held = held
-	for id := range j.rootsPod[pk] {
-		if id != p.in.ProcessID {
-			j.enqueue(id)
-		}
+	if len(j.heldPod[held]) <= 2 {
+		j.heldChanged(held, p)
 	}
 }
 
 // dropHeld removes p from j.heldPod.
 func (j *Joiner) dropHeld(p *proc) {
-	if p.held != "" {
-		removeFrom(j.heldPod, p.held, p.in.ProcessID)
-		p.held = ""
+	if p.held == "" {
+		return
+	}
+	held := p.held
+	removeFrom(j.heldPod, held, p.in.ProcessID)
+	p.held = ""
+	if len(j.heldPod[held]) <= 1 {
+		j.heldChanged(held, p)
+	}
+}
+
+// heldChanged re-resolves the other ID-less roots of the pod of held (pod
+// and session key) after its holders crossed 0, 1 or 2: heldByOther reads
+// only that. Past two holders nobody's answer moves, so a flood of roots
+// contending for one request costs each one resolution, not one per root.
+func (j *Joiner) heldChanged(held string, p *proc) {
+	pk, _, _ := strings.Cut(held, "\x00")
+	for id := range j.rootsPod[pk] {
+		if id != p.in.ProcessID {
+			j.enqueue(id)
+		}
 	}
 }
 

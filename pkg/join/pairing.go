@@ -72,12 +72,17 @@ func sessionKey(id string, rec *auditlog.ExecRecord, first bool) string {
 	return id + "~" + hex.EncodeToString(sum[:6])
 }
 
-// keys returns the session key of each request of rs.
+// keys returns the session key of each request of rs; the caller must not
+// change the slice. They are made once per change of rs.recs.
 func (rs *recSet) keys() []string {
+	if len(rs.keyCache) == len(rs.recs) {
+		return rs.keyCache
+	}
 	out := make([]string, len(rs.recs))
 	for i, r := range rs.recs {
 		out[i] = sessionKey(rs.id, r, i == 0)
 	}
+	rs.keyCache = out
 	return out
 }
 
@@ -125,6 +130,9 @@ func fits(ri *rootInfo, rec *auditlog.ExecRecord, skew time.Duration) bool {
 // ambiguous when they differ, and reused when none gives it one although a
 // request it fits in pod and time exists.
 func pairRoots(recs []*auditlog.ExecRecord, roots map[string]rootInfo, skew time.Duration) (map[string]rootOutcome, []bool) {
+	if len(roots) == 1 {
+		return pairOne(recs, roots, skew)
+	}
 	ids := make([]string, 0, len(roots))
 	for id := range roots {
 		ids = append(ids, id)
@@ -189,6 +197,29 @@ func cameBefore(ri *rootInfo, recs []*auditlog.ExecRecord, skew time.Duration) b
 		}
 	}
 	return false
+}
+
+// pairOne is pairRoots for a single root, the common case: every request
+// it fits is a valid pairing of its own.
+func pairOne(recs []*auditlog.ExecRecord, roots map[string]rootInfo, skew time.Duration) (map[string]rootOutcome, []bool) {
+	taken := make([]bool, len(recs))
+	for id, ri := range roots {
+		o := rootOutcome{req: -1}
+		for q, rec := range recs {
+			if fits(&ri, rec, skew) {
+				o.cands = append(o.cands, q)
+				taken[q] = true
+			}
+		}
+		switch len(o.cands) {
+		case 0:
+			o.reused = cameBefore(&ri, recs, skew)
+		case 1:
+			o.req, o.cands = o.cands[0], nil
+		}
+		return map[string]rootOutcome{id: o}, taken
+	}
+	return nil, taken
 }
 
 func fitting(row []bool) []int {

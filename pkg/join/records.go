@@ -20,6 +20,8 @@ type recSet struct {
 	members map[string]struct{} // processes attributed to it; made on the first
 	denied  bool                // every request refused: counted in MaxDeniedRecords
 	spares  int                 // times passed over by eviction since its last stage
+	// keyCache holds keys(); storeRecord clears it when recs change.
+	keyCache []string
 }
 
 func (rs *recSet) conflict() bool {
@@ -84,6 +86,7 @@ func (j *Joiner) storeRecord(now time.Time, rec *auditlog.ExecRecord) bool {
 		j.releaseRecord(rs.recs[i])
 		rs.recs[i] = c
 	}
+	rs.keyCache = nil
 	slices.SortFunc(rs.recs, func(a, b *auditlog.ExecRecord) int {
 		if c := a.RequestReceivedTimestamp.Compare(b.RequestReceivedTimestamp); c != 0 {
 			return c
