@@ -13,10 +13,14 @@
 #      execs in place with it
 #   4. their audit records as kube-apiserver writes them: alice's appended to
 #      the audit log file, bob's POSTed to the audit webhook as an EventList
-#   5. `correlator sessions` and both session trees, read through the API
+#   5. mallory reuses alice's audit ID (her own Audit-ID header) with a
+#      genuine exec: a claimant of alice's session, flagged audit_id_reused,
+#      until her record arrives; then her own session, <alice's ID>~<hash>
+#   6. `correlator sessions` and the session trees, read through the API
 #
 # Every expected fact is checked from the API's JSON (the intruder must be a
-# claimant of alice's session, never hers, and raise borrowed-audit-id); a missing one fails
+# claimant of alice's session, never hers, and raise borrowed-audit-id;
+# mallory's command is never alice's); a missing one fails
 # the demo. The agent, the container, its cgroups, the pinned map and the
 # temporary directory are removed on every exit path.
 # Needs root (BPF, runc, cgroups), jq, curl, runc and busybox-static
@@ -148,6 +152,19 @@ wait_claimed() {
 	die "session $id lists no claimant within 30 s"
 }
 
+# wait_process <command-substring> <jq-filter>: until every stored process
+# whose argv holds the substring passes the filter (and there is one).
+wait_process() {
+	local cmd=$1 filter=$2
+	for _ in $(seq 300); do
+		api "/api/v1/processes?command=$cmd&pod=$POD&limit=50" | jq -e ".items | length > 0 and all(.[]; $filter)" >/dev/null && return 0
+		sleep 0.1
+	done
+	die "processes running $cmd never passed $filter: $(api "/api/v1/processes?command=$cmd&pod=$POD" | head -c 2000)"
+}
+
+api() { curl -sf -H "Authorization: Bearer $(cat "$work/token")" "$SERVER$1"; }
+
 # check <audit-id> <description> <jq-filter>: a fact about the session JSON.
 check() {
 	local id=$1 what=$2 filter=$3
@@ -230,12 +247,30 @@ main() {
 
 	wait_claimed "$alice"
 
-	header "5. correlator sessions"
+	header "5. mallory reuses alice's audit ID with a genuine exec of her own"
+	echo "mallory: kubectl exec web-0 -c app -- /bin/echo mallory-was-here, sending Audit-ID: $alice"
+	echo "  (kube-apiserver takes the header verbatim, so the runtime injects alice's ID into mallory's root)"
+	local t_mallory mkey
+	t_mallory=$(now)
+	"$RUNC_SH" exec "$alice" '/bin/echo mallory-was-here; true' >/dev/null
+	wait_process mallory-was-here '.auditID == null and .claimedAuditID == "'"$alice"'" and (.flags | index("audit_id_reused"))'
+	echo "before her record arrives: a claimant of alice's session, flagged audit_id_reused, never alice's"
+	audit_events "$alice" mallory "" "$t_mallory" "$(now)" /bin/echo mallory-was-here |
+		jq -sc '{kind: "EventList", apiVersion: "audit.k8s.io/v1", metadata: {}, items: .}' >"$work/mallory.json"
+	curl -sf -o /dev/null -H "Authorization: Bearer $(cat "$work/token")" -H 'Content-Type: application/json' \
+		--data-binary "@$work/mallory.json" "$SERVER/api/v1/audit/webhook" || die "posting mallory's record"
+	wait_process mallory-was-here '(.auditID // "") | startswith("'"$alice"'~")'
+	mkey=$(api "/api/v1/processes?command=mallory-was-here&pod=$POD&limit=1" | jq -r '.items[0].auditID')
+	echo "after it: mallory's own session, $mkey (alice's ID, ~, a hash of mallory's request)"
+
+	header "6. correlator sessions"
 	cli sessions --namespace "$NS"
 	header "correlator session $alice"
 	cli session "$alice"
 	header "correlator session $bob"
 	cli session "$bob"
+	header "correlator session $mkey"
+	cli session "$mkey"
 
 	header "what the demo checked, from the API's JSON"
 	local fails=0
@@ -262,6 +297,15 @@ main() {
 			jq -r '.items[0].message' | sed 's/^/           /'
 	else
 		printf '  MISSING  %s\n' "alert borrowed-audit-id for the intruder"
+		fails=1
+	fi
+	check "$mkey" "mallory's exec under alice's ID is mallory's own session, flagged audit_id_conflict, listing alice's request" \
+		'.user.username == "mallory" and (.flags | index("audit_id_conflict")) and any(.conflicts[]; .user.username == "alice") and
+		 any(.processes[]; .argv | index("mallory-was-here"))' || fails=1
+	if api "/api/v1/processes?user=alice&limit=500" | jq -e 'all(.items[]; (.argv | index("mallory-was-here")) == null)' >/dev/null; then
+		printf '  ok       %s\n' "user=alice never returns mallory's command"
+	else
+		printf '  MISSING  %s\n' "user=alice returns mallory's command"
 		fails=1
 	fi
 	((fails == 0)) || die "some expected facts are missing"
