@@ -99,6 +99,8 @@ func newRunCmd(g *globalOptions) *cobra.Command {
 	f.DurationVar(&o.retention, "retention", 30*24*time.Hour, "delete sessions and processes older than this")
 	f.BoolVar(&o.noCapture, "no-capture", false, "do not load the BPF probes (audit ingestion and API only)")
 	f.DurationVar(&o.agent.Join.PendingTTL, "pending-ttl", o.agent.Join.PendingTTL, "how long a process waits for its audit record")
+	f.DurationVar(&o.agent.Join.ClockSkew, "clock-skew", o.agent.Join.ClockSkew,
+		"how far the node's clock may lag the apiserver's when pairing a verified root with its exec request")
 	o.capture.add(f)
 	f.Int64Var(&o.memLimit, "memory-limit-bytes", 0, "the container's memory limit (the chart passes limits.memory); the Go runtime then collects at --memory-limit-ratio of it")
 	f.Float64Var(&o.memLimitRatio, "memory-limit-ratio", 0.8, "share of --memory-limit-bytes the Go heap may use before collecting hard")
