@@ -1,16 +1,13 @@
 package join
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
-	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/execid/correlator/pkg/auditlog"
-	"github.com/execid/correlator/pkg/vocab"
 )
 
 // One request, one root (design.md, join rule 6). An exec request lands
@@ -335,153 +332,4 @@ func (e *enumerator) onlyFit(i, q int) bool {
 		}
 	}
 	return true
-}
-
-// rootsOf returns the verified roots that may hold rs's requests: those
-// carrying its audit ID, and those carrying a bridge ID its requests name.
-func (j *Joiner) rootsOf(rs *recSet) map[string]rootInfo {
-	roots := j.roots[rs.id]
-	for _, v := range rs.spo {
-		if !strings.HasPrefix(v, bridgePrefix) || len(j.roots[v]) == 0 {
-			continue
-		}
-		merged := maps.Clone(roots)
-		if merged == nil {
-			merged = map[string]rootInfo{}
-		}
-		maps.Copy(merged, j.roots[v])
-		roots = merged
-	}
-	return roots
-}
-
-// addRoot remembers verified root p under id and re-pairs the ID.
-func (j *Joiner) addRoot(id string, p *proc) {
-	ri := rootInfo{start: p.startTime(), containerID: p.in.ContainerID, ns: p.in.Namespace, pod: p.in.Pod, ctrName: p.in.Container}
-	if strings.HasPrefix(id, bridgePrefix) {
-		ri.bridge = id
-	}
-	roots := j.roots[id]
-	if roots == nil {
-		roots = map[string]rootInfo{}
-		j.roots[id] = roots
-	}
-	old, ok := roots[p.in.ProcessID]
-	if ok && old == ri {
-		return
-	}
-	if !ok && len(roots) >= maxRootsPerID {
-		j.stats.RootsOverCap++
-		return
-	}
-	if len(roots) == 0 {
-		j.rootq.push(id, 0, time.Time{})
-	}
-	if !ok {
-		j.rootCount++
-	}
-	roots[p.in.ProcessID] = ri
-	j.repair(id)
-	for _, x := range j.spo[id] {
-		j.repair(x) // the audit IDs whose requests the bridge ID names
-	}
-	j.evictRoots()
-}
-
-// evictRoots bounds the roots remembered (MaxRecords in all): the oldest
-// ID's roots go first, once neither its requests nor any carrier is held.
-// A forgotten hold could let a later root take its request if the record
-// came back (a lookup), so this is counted.
-func (j *Joiner) evictRoots() {
-	for n := j.rootq.size(); j.rootCount > j.cfg.MaxRecords && n > 0; n-- {
-		e, ok := j.rootq.peek()
-		if !ok {
-			return
-		}
-		j.rootq.pop()
-		roots := j.roots[e.id]
-		if roots == nil {
-			continue
-		}
-		if j.recs[e.id] != nil || j.ids[e.id] != nil || len(j.spo[e.id]) > 0 || len(j.spoProcs[e.id]) > 0 {
-			j.rootq.requeue(e) // in use: keep it, look at the next
-			continue
-		}
-		j.rootCount -= len(roots)
-		j.stats.EvictedRoots += int64(len(roots))
-		delete(j.roots, e.id)
-		delete(j.pairs, e.id)
-	}
-}
-
-// repair drops id's pairing and schedules what read it: the ID's carriers
-// and the ID-less roots of its pods, whose candidates exclude held requests.
-func (j *Joiner) repair(id string) {
-	delete(j.pairs, id)
-	j.enqueueRecord(id)
-}
-
-// forgetRoots drops id's pairing once neither its requests nor any
-// process carrying it is held. Its roots stay (evictRoots bounds them): a
-// root that left memory still holds its request if the record comes back.
-func (j *Joiner) forgetRoots(id string) {
-	if j.recs[id] == nil && j.ids[id] == nil {
-		delete(j.pairs, id)
-	}
-}
-
-// pairingOf returns id's pairing, made from what is held now.
-func (j *Joiner) pairingOf(id string) *pairing {
-	if pr := j.pairs[id]; pr != nil {
-		return pr
-	}
-	pr := &pairing{}
-	if rs := j.recs[id]; rs != nil {
-		pr.keys = rs.keys()
-		pr.unseen = len(rs.recs) == 1 && rs.conflict()
-		pr.roots, pr.taken = pairRoots(rs.recs, j.rootsOf(rs), j.cfg.ClockSkew)
-	}
-	j.pairs[id] = pr
-	return pr
-}
-
-// RestoreRoots tells the joiner which verified roots a store kept under
-// audit ID id, as the joiner emitted them: after a restart they hold their
-// requests again, so a root that reused the ID is not taken for the first.
-// Only the pairing learns them; no process row is made or changed.
-func (j *Joiner) RestoreRoots(now time.Time, id string, stored []Process) []Update {
-	added := false
-	for i := range stored {
-		p := &stored[i]
-		if p.ProcessID == "" || (p.SessionRootID != "" && p.SessionRootID != p.ProcessID) ||
-			p.Source != vocab.SourceEnv || slices.Contains(p.Flags, vocab.FlagRootUnverified) {
-			continue
-		}
-		if base, _ := baseID(cmp.Or(p.AuditID, p.ClaimedAuditID)); base != id {
-			continue
-		}
-		roots := j.roots[id]
-		if roots == nil {
-			roots = map[string]rootInfo{}
-			j.roots[id] = roots
-			j.rootq.push(id, 0, now)
-		}
-		if _, ok := roots[p.ProcessID]; ok || len(roots) >= maxRootsPerID {
-			continue
-		}
-		start := p.Start
-		if start.IsZero() {
-			start = p.ExecTime
-		}
-		roots[p.ProcessID] = rootInfo{start: start, containerID: p.ContainerID, ns: p.Namespace, pod: p.Pod, ctrName: p.Container}
-		j.rootCount++
-		added = true
-	}
-	if !added {
-		return nil
-	}
-	j.repair(id)
-	j.settle()
-	j.evictRoots()
-	return j.flush()
 }
