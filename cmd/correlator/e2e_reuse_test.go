@@ -27,7 +27,7 @@ import (
 // processes are the positive control throughout.
 func TestEndToEndReusedAuditID(t *testing.T) {
 	m := marker()
-	a := startE2E(t)
+	a := startE2E(t, "--clock-skew", "0s")
 	alice := a.request("alice", "sh")
 	alice.Duration = 10 * time.Minute
 	a.writeLog(alice)
@@ -60,10 +60,13 @@ func TestEndToEndReusedAuditID(t *testing.T) {
 		t.Fatalf("alice's root not found:\n%s", dumpProcs(aliceProcs))
 	}
 
-	// mallory's request comes well after alice's root started (past the
-	// join's clock skew), as a reuse of an ID read from the pod does.
-	time.Sleep(time.Until(aliceRoot.Start.Add(1500 * time.Millisecond)))
+	// mallory's request comes after alice's root started, as a reuse of an
+	// ID read from the pod does. The agent runs with no clock skew (one
+	// clock here), so the order needs no wait.
 	mallory := a.request("mallory", "sh", "-c", "id")
+	if !mallory.Received.After(aliceRoot.Start) {
+		t.Fatalf("mallory's request at %v is not after alice's root at %v", mallory.Received, aliceRoot.Start)
+	}
 	mallory.AuditID, mallory.Duration = alice.AuditID, 10*time.Minute
 	session(alice.AuditID, "/bin/echo "+m+"-mallory-cmd; /bin/sleep 86400; true", m+"-mallory")
 
