@@ -208,7 +208,7 @@ func (j *Joiner) score(p *proc, rec *auditlog.ExecRecord, t time.Time) (candidat
 		return candidate{}, false
 	}
 	base := argvScore(p.firstImage(), p.firstFilename(), rec.Command, p.in.ArgvTruncated)
-	if base == 0 && len(stripSPOPrefix(rec.Command)) == 0 {
+	if base == 0 && len(stripEnvPrefix(rec.Command)) == 0 {
 		base = scoreUnknown
 	}
 	if base == 0 {
@@ -231,7 +231,7 @@ func (j *Joiner) score(p *proc, rec *auditlog.ExecRecord, t time.Time) (candidat
 
 // argvScore matches the image the runtime exec'd against command.
 func argvScore(argv []string, filename string, command []string, truncated bool) float64 {
-	command = stripSPOPrefix(command)
+	command = stripEnvPrefix(command)
 	if len(command) == 0 {
 		return 0
 	}
@@ -264,11 +264,11 @@ func argvMatch(argv, command []string, truncated bool) float64 {
 	return scoreProgram
 }
 
-// stripSPOPrefix undoes the rewrite of command to `env KEY=<id>
+// stripEnvPrefix undoes the rewrite of command to `env KEY=<id>
 // <command...>` by the SPO exec webhook (SPO_EXEC_REQUEST_UID) or
 // correlator's exec bridge (vocab.BridgeKey); the audit record keeps the
 // caller's command.
-func stripSPOPrefix(argv []string) []string {
+func stripEnvPrefix(argv []string) []string {
 	if len(argv) >= 2 && path.Base(argv[0]) == "env" &&
 		(strings.HasPrefix(argv[1], vocab.SPOKey+"=") || strings.HasPrefix(argv[1], vocab.BridgeKey+"=")) {
 		return argv[2:]

@@ -216,7 +216,7 @@ func TestArgvScore(t *testing.T) {
 		{[]string{"ls"}, nil, "", false, 0},
 	}
 	for _, tc := range cases {
-		if got := argvScore(stripSPOPrefix(tc.argv), tc.file, tc.cmd, tc.truncated); got != tc.want {
+		if got := argvScore(stripEnvPrefix(tc.argv), tc.file, tc.cmd, tc.truncated); got != tc.want {
 			t.Errorf("argvScore(%q, %q) = %v, want %v", tc.argv, tc.cmd, got, tc.want)
 		}
 	}

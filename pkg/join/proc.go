@@ -113,7 +113,7 @@ func (p *proc) firstImage() []string {
 	if p.first != nil {
 		return p.first
 	}
-	return stripSPOPrefix(p.in.Argv)
+	return stripEnvPrefix(p.in.Argv)
 }
 
 // firstFilename is the file p's first exec ran, where known.
@@ -127,10 +127,10 @@ func (p *proc) firstFilename() string {
 // noteFirst keeps the first exec's argv as in and p's images merge.
 func (p *proc) noteFirst(in *Process) {
 	if p.first == nil {
-		p.first, p.firstAt = slices.Clone(stripSPOPrefix(p.in.Argv)), p.in.ExecTime
+		p.first, p.firstAt = slices.Clone(stripEnvPrefix(p.in.Argv)), p.in.ExecTime
 	}
-	if in.ExecTime.Before(p.firstAt) || (in.ExecTime.Equal(p.firstAt) && slices.Compare(stripSPOPrefix(in.Argv), p.first) < 0) {
-		p.first, p.firstAt = slices.Clone(stripSPOPrefix(in.Argv)), in.ExecTime
+	if in.ExecTime.Before(p.firstAt) || (in.ExecTime.Equal(p.firstAt) && slices.Compare(stripEnvPrefix(in.Argv), p.first) < 0) {
+		p.first, p.firstAt = slices.Clone(stripEnvPrefix(in.Argv)), in.ExecTime
 	}
 }
 
