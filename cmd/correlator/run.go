@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -176,6 +177,9 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) (err error) {
 		return err
 	}
 	cl.add("closing the pod metadata client", res.Close)
+	// The heuristic leaves a bridged request to its bridge root only when
+	// the kernel captures the bridge's key.
+	o.agent.Join.BridgeCaptured = !o.noCapture && slices.Contains(o.capture.cfg.Keys, o.capture.cfg.BridgeKey)
 	ag, err := agent.New(o.agent, res, writer, log, reg, agentOpts...)
 	if err != nil {
 		return err

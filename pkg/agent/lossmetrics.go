@@ -29,9 +29,10 @@ func (a *Agent) publishStats() {
 // rules no longer see), and processes that waited out the pending TTL with
 // no record (flagged no_audit_record).
 type joinCollector struct {
-	snap    *atomic.Pointer[lossStats]
-	evicted *prometheus.Desc
-	expired *prometheus.Desc
+	snap      *atomic.Pointer[lossStats]
+	evicted   *prometheus.Desc
+	expired   *prometheus.Desc
+	uncovered *prometheus.Desc
 }
 
 func newJoinCollector(snap *atomic.Pointer[lossStats]) *joinCollector {
@@ -45,12 +46,16 @@ func newJoinCollector(snap *atomic.Pointer[lossStats]) *joinCollector {
 			[]string{"kind"}, nil),
 		expired: prometheus.NewDesc("correlator_join_expired_total",
 			"Processes that waited out --pending-ttl with no audit record (flagged no_audit_record).", nil, nil),
+		uncovered: prometheus.NewDesc("correlator_join_uncovered_execs_total",
+			"Exec roots the runtime exec'd that no allowed exec request of their pod explained after --pending-ttl "+
+				"(flagged uncovered_exec): execs that bypassed admission, such as nodes/proxy or a runtime exec on the node.", nil, nil),
 	}
 }
 
 func (c *joinCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.evicted
 	ch <- c.expired
+	ch <- c.uncovered
 }
 
 func (c *joinCollector) Collect(ch chan<- prometheus.Metric) {
@@ -65,4 +70,5 @@ func (c *joinCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(v), kind)
 	}
 	ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(j.Expired))
+	ch <- prometheus.MustNewConstMetric(c.uncovered, prometheus.CounterValue, float64(j.UncoveredExecs))
 }

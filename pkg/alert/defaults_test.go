@@ -134,6 +134,11 @@ func TestDefaultRules(t *testing.T) {
 		{"the same user's second request under one ID", reusedBy(""), []string{"tamper-audit-id-conflict"}},
 		{"a root no request is left for", claimant(true, "audit_id_reused"), []string{"audit-id-reused-root"}},
 		{"process without session, no flag", func() Input { return Input{Process: process()} }, nil},
+		{"an exec no request explains", func() Input {
+			p := process()
+			p.Flags = []string{"uncovered_exec"}
+			return Input{Process: p}
+		}, []string{"uncovered-exec"}},
 		{"exec into kube-system", func() Input {
 			s := session()
 			s.Namespace, s.Pod = "kube-system", "coredns-1"

@@ -54,6 +54,7 @@ func (j *Joiner) heuristic(p *proc, r *result) {
 	}
 	j.setHeld(p, pk, cands)
 	if len(cands) == 0 {
+		j.uncovered(p, r)
 		return
 	}
 	r.waiting = false
@@ -195,6 +196,10 @@ func (j *Joiner) score(p *proc, rec *auditlog.ExecRecord, t time.Time) (candidat
 	if differ(p.in.Container, rec.Container) || outcome(rec) != "" {
 		return candidate{}, false
 	}
+	if j.cfg.BridgeCaptured && len(bridgeValues(rec.Annotations)) > 0 {
+		// The bridge covered this request: its root carries the ID.
+		return candidate{}, false
+	}
 	rr := rec.RequestReceivedTimestamp
 	if rr.IsZero() {
 		return candidate{}, false
@@ -274,4 +279,20 @@ func stripEnvPrefix(argv []string) []string {
 		return argv[2:]
 	}
 	return argv
+}
+
+// uncovered flags an exec root the runtime exec'd (never an entrypoint)
+// that no allowed exec request of its pod explains once the pending TTL has
+// passed: an exec sent straight to the kubelet (nodes/proxy) or to the
+// runtime bypasses admission, so no audit record and no bridge ID name it.
+// It is nobody's session, and counted.
+func (j *Joiner) uncovered(p *proc, r *result) {
+	if !p.expired || !p.runtimeExec() || p.in.Pod == "" {
+		return
+	}
+	r.flag(vocab.FlagUncoveredExec)
+	if !p.uncovered {
+		p.uncovered = true
+		j.stats.UncoveredExecs++
+	}
 }

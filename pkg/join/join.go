@@ -60,6 +60,10 @@ type Config struct {
 	// or failed. They attribute nothing and are read only when a process
 	// replays their ID; anyone authenticated can make them.
 	MaxDeniedRecords int `json:"maxDeniedRecords" yaml:"maxDeniedRecords"`
+	// BridgeCaptured: the kernel captures the exec bridge's key
+	// (vocab.BridgeKey), so a request the bridge annotated has its root
+	// carry the ID, and the heuristic never offers it to an ID-less root.
+	BridgeCaptured bool `json:"bridgeCaptured" yaml:"bridgeCaptured"`
 }
 
 // DefaultConfig returns the defaults.

@@ -37,6 +37,9 @@ type rootInfo struct {
 	// bridge is the root's exec bridge ID (prefixed): it fits only the
 	// request the bridge annotated with it.
 	bridge string
+	// ephemeral: the root is a debug container's init (ephemeralInit),
+	// which only its own pods/ephemeralcontainers request can start.
+	ephemeral bool
 }
 
 // pairing is the outcome for one audit ID: a session key per request and
@@ -108,6 +111,12 @@ func fits(ri *rootInfo, rec *auditlog.ExecRecord, skew time.Duration) bool {
 		return false
 	}
 	if ri.bridge != "" && !hasBridge(rec, ri.bridge) {
+		return false
+	}
+	// An exec's root is the `env` the runtime exec'd; a debug container's
+	// is its init, and the request must name that very container.
+	if eph := rec.Subresource == auditlog.SubresourceEphemeralContainers; ri.ephemeral != eph ||
+		(eph && (rec.Container == "" || rec.Container != ri.ctrName)) {
 		return false
 	}
 	if rr := rec.RequestReceivedTimestamp; !rr.IsZero() && !ri.start.IsZero() && ri.start.Before(rr.Add(-skew)) {

@@ -17,12 +17,16 @@ type proc struct {
 	// it is nil and in.Argv is the first. The heuristic scores it.
 	first   []string
 	firstAt time.Time
-	seq     uint64
-	exit    *exitInfo     // nil while running
-	res     *sharedResult // never nil; never written to
-	size    int32         // estimated heap, for MaxProcessBytes
-	expired bool          // the pending TTL ran out
-	rootPod bool          // indexed in rootsPod under podKey(in.Namespace, in.Pod)
+	// firstOrigin is who exec'd the first image (with first).
+	firstOrigin capture.Origin
+	seq         uint64
+	exit        *exitInfo     // nil while running
+	res         *sharedResult // never nil; never written to
+	size        int32         // estimated heap, for MaxProcessBytes
+	expired     bool          // the pending TTL ran out
+	rootPod     bool          // indexed in rootsPod under podKey(in.Namespace, in.Pod)
+	// uncovered: flagged uncovered_exec once, and counted then.
+	uncovered bool
 	// held is the session key that is this ID-less root's only heuristic
 	// candidate: no other ID-less root of the pod may have it.
 	held string
@@ -49,6 +53,7 @@ type procInfo struct {
 	Start, ExecTime time.Time
 	PID, PPID, UID  uint32
 	ArgvTruncated   bool
+	ExecOrigin      capture.Origin
 	*procShared     // never nil; never written to
 }
 
@@ -92,7 +97,7 @@ func (j *Joiner) own(in *Process) procInfo {
 	j.argv.list(&argv)
 	return procInfo{
 		ProcessID: in.ProcessID, ParentProcessID: in.ParentProcessID, SessionRootID: in.SessionRootID,
-		Filename: in.Filename, Argv: argv, ArgvTruncated: in.ArgvTruncated,
+		Filename: in.Filename, Argv: argv, ArgvTruncated: in.ArgvTruncated, ExecOrigin: in.ExecOrigin,
 		Start: in.Start, ExecTime: in.ExecTime, PID: in.PID, PPID: in.PPID, UID: in.UID,
 		procShared: j.shares.acquire(&sharedFields{ContainerID: in.ContainerID, PodUID: in.PodUID,
 			Namespace: in.Namespace, Pod: in.Pod, Container: in.Container, Captured: in.Captured, SPO: in.SPO, Bridge: in.Bridge}),
@@ -116,6 +121,20 @@ func (p *proc) firstImage() []string {
 	return stripEnvPrefix(p.in.Argv)
 }
 
+// origin is who exec'd p's first image.
+func (p *proc) origin() capture.Origin {
+	if p.first != nil {
+		return p.firstOrigin
+	}
+	return p.in.ExecOrigin
+}
+
+// runtimeExec reports whether the runtime exec'd p's first image from
+// outside its container: an exec session's root, never an entrypoint.
+func (p *proc) runtimeExec() bool { return p.origin().Verified() }
+
+func (p *proc) firstOriginIs(o capture.Origin) bool { return p.origin() == o }
+
 // firstFilename is the file p's first exec ran, where known.
 func (p *proc) firstFilename() string {
 	if p.first != nil {
@@ -127,10 +146,10 @@ func (p *proc) firstFilename() string {
 // noteFirst keeps the first exec's argv as in and p's images merge.
 func (p *proc) noteFirst(in *Process) {
 	if p.first == nil {
-		p.first, p.firstAt = slices.Clone(stripEnvPrefix(p.in.Argv)), p.in.ExecTime
+		p.first, p.firstAt, p.firstOrigin = slices.Clone(stripEnvPrefix(p.in.Argv)), p.in.ExecTime, p.in.ExecOrigin
 	}
 	if in.ExecTime.Before(p.firstAt) || (in.ExecTime.Equal(p.firstAt) && slices.Compare(stripEnvPrefix(in.Argv), p.first) < 0) {
-		p.first, p.firstAt = slices.Clone(stripEnvPrefix(in.Argv)), in.ExecTime
+		p.first, p.firstAt, p.firstOrigin = slices.Clone(stripEnvPrefix(in.Argv)), in.ExecTime, in.ExecOrigin
 	}
 }
 

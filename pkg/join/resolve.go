@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/vocab"
 )
 
@@ -30,7 +31,11 @@ func (j *Joiner) resolve(p *proc) result {
 			// The annotated record is still to come.
 			j.unmatched(p, &r)
 		case 1:
-			unverified := slices.Contains(p.in.Bridge.Flags, vocab.FlagRootUnverified)
+			// A debug container's init is the runtime's, its env the
+			// spec the bridge wrote: the pairing vouches for it
+			// (ephemeral roots fit only their pods/ephemeralcontainers
+			// request, by container name).
+			unverified := slices.Contains(p.in.Bridge.Flags, vocab.FlagRootUnverified) && !ephemeralInit(p)
 			j.resolveID(p, ids[0], p.in.Bridge.Source, unverified, true, &r)
 		default:
 			// The bridge draws a fresh ID per request: two records
@@ -217,10 +222,23 @@ func isRoot(p *proc) bool {
 	return p.in.Captured.Source == vocab.SourceEnv && !p.hasFlag(vocab.FlagRootUnverified)
 }
 
-// isBridgeRoot: the kernel took p's bridge ID from a runtime-exec'd argv.
+// isBridgeRoot: the kernel took p's bridge ID from a runtime-exec'd argv,
+// or p is the init of a container the runtime started with the ID in its
+// env (kubectl debug's ephemeral container, see ephemeralInit).
 func isBridgeRoot(p *proc) bool {
 	b := &p.in.Bridge
-	return b.Value != "" && b.Source == vocab.SourceEnv && !slices.Contains(b.Flags, vocab.FlagRootUnverified)
+	return b.Value != "" && b.Source == vocab.SourceEnv && (!slices.Contains(b.Flags, vocab.FlagRootUnverified) || ephemeralInit(p))
+}
+
+// ephemeralInit: p is a container's first process, started by the runtime
+// (never exec'd into it), with the bridge's ID in the env of its spec. The
+// bridge writes that env into kubectl debug's ephemeral container on the
+// audited pods/ephemeralcontainers request; any other container's env is
+// its pod author's, which is why such a root fits only an ephemeral
+// container request naming its own container (fits).
+func ephemeralInit(p *proc) bool {
+	b := &p.in.Bridge
+	return b.Value != "" && b.Source == vocab.SourceEnv && p.in.Container != "" && p.firstOriginIs(capture.OriginContainerInit)
 }
 
 // unmatched leaves a process carrying an ID no record answers waiting, and

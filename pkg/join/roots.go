@@ -35,7 +35,7 @@ func (j *Joiner) rootsOf(rs *recSet) map[string]rootInfo {
 func (j *Joiner) addRoot(id string, p *proc) {
 	ri := rootInfo{start: p.startTime(), containerID: p.in.ContainerID, ns: p.in.Namespace, pod: p.in.Pod, ctrName: p.in.Container}
 	if strings.HasPrefix(id, bridgePrefix) {
-		ri.bridge = id
+		ri.bridge, ri.ephemeral = id, ephemeralInit(p)
 	}
 	roots := j.roots[id]
 	if roots == nil {

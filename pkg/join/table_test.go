@@ -42,6 +42,8 @@ type joinCase struct {
 	procs  []Process
 	expire bool
 	want   map[string]want
+	// cfg tunes the joiner's config, when set.
+	cfg func(*Config)
 }
 
 // spoofedA is bob's request under alice's ID idA, received as hers was.
@@ -318,7 +320,11 @@ func runJoinCases(t *testing.T, cases []joinCase, also func(*testing.T, joinCase
 		for _, recordsFirst := range []bool{false, true} {
 			name := tc.name + map[bool]string{false: "/processes first", true: "/records first"}[recordsFirst]
 			t.Run(name, func(t *testing.T) {
-				j := newJoiner(t)
+				var mods []func(*Config)
+				if tc.cfg != nil {
+					mods = append(mods, tc.cfg)
+				}
+				j := newJoiner(t, mods...)
 				snap := newSnapshot()
 				now := t0.Add(2 * time.Second)
 				addRecs := func() {

@@ -32,6 +32,9 @@ type Process struct {
 	// (vocab.BridgeKey): a root's value from the `env KEY=<id>` argv the
 	// bridge wrote, joined through the request's audit annotation.
 	Bridge capture.KeyValue `json:"-"`
+	// ExecOrigin is who exec'd the image (capture.Event's): the join
+	// tells a debug container's init from an exec by it.
+	ExecOrigin capture.Origin `json:"-"`
 
 	// Attribution is how the joiner tied the process to AuditID's session.
 	Attribution vocab.Attribution `json:"attribution"`
@@ -107,6 +110,10 @@ type Stats struct {
 	EvictedExits     int64 `json:"evictedExits"`     // exits for unknown processes dropped
 	RootsOverCap     int64 `json:"rootsOverCap"`     // verified roots past maxRootsPerID under one ID, never attributed
 	EvictedRoots     int64 `json:"evictedRoots"`     // roots of IDs no longer held, forgotten by the MaxRecords bound
+	// UncoveredExecs: ID-less roots the runtime exec'd that no allowed
+	// exec request of their pod explains after the pending TTL (flagged
+	// uncovered_exec): an exec that bypassed admission.
+	UncoveredExecs int64 `json:"uncoveredExecs"`
 }
 
 // ProcessOf is the joiner's input for an exec event in the pod pkg/meta
@@ -120,6 +127,8 @@ func ProcessOf(ev *capture.Event, namespace, pod, container, podUID string) Proc
 		Captured: capture.KeyValue{Value: ev.AuditID, Claimed: ev.ClaimedAuditID, Source: ev.Source, Flags: ev.Flags},
 		SPO:      ev.Keys[vocab.SPOKey],
 		Bridge:   ev.Keys[vocab.BridgeKey],
+
+		ExecOrigin: ev.ExecOrigin,
 	}
 	if p.PodUID == "" {
 		p.PodUID = podUID

@@ -100,6 +100,10 @@ const (
 	// ID was reused, by a client's Audit-ID header or an uncovered exec.
 	// Never attributed; it waits for a request of its own.
 	FlagAuditIDReused = "audit_id_reused"
+	// FlagUncoveredExec: an exec root the runtime exec'd that no allowed
+	// exec request of its pod explains after the pending TTL: it bypassed
+	// admission (nodes/proxy, the runtime on the node). Nobody's session.
+	FlagUncoveredExec = "uncovered_exec"
 )
 
 // Audit record flags: what the parser saw in the audit log.
