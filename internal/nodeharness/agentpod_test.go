@@ -60,12 +60,14 @@ func TestAgentPod(t *testing.T) {
 		{"team-a", "web", testutil.RandomUUID(), map[string]string{"app": "web"}},
 		{"team-b", "db", testutil.RandomUUID(), map[string]string{"app": "db"}},
 	}
-	ctrs := map[string]string{} // pod name → container ID
+	ctrs := map[string]string{}   // pod name → container ID
+	podIDs := map[string]string{} // pod name → sandbox ID
 	for _, p := range pods {
 		podID, err := n.RunPod(p.namespace, p.name, p.uid, p.labels)
 		if err != nil {
 			t.Fatal(err)
 		}
+		podIDs[p.name] = podID
 		if ctrs[p.name], err = n.StartContainer(podID, "app", ociimage.BusyboxRef, []string{"/bin/sleep", "100000"}); err != nil {
 			t.Fatal(err)
 		}
@@ -165,6 +167,7 @@ func TestAgentPod(t *testing.T) {
 	})
 
 	t.Run("exec bridge, overlapping", func(t *testing.T) { checkBridge(t, n, client, agent, ctrs["db"], pods[1]) })
+	t.Run("exec bridge, kubectl debug", func(t *testing.T) { checkBridgeDebug(t, n, client, agent, podIDs["db"], pods[1]) })
 
 	// Last: its record must not be a candidate for the ID-less execs above.
 	t.Run("root execs in place", func(t *testing.T) { checkRootExecsInPlace(t, n, client, agent, ctrs["web"], pods[0]) })
@@ -172,23 +175,6 @@ func TestAgentPod(t *testing.T) {
 
 // waitAttributed waits for the shell whose argv has marker, in pod, to be
 // attributed one way or another, and returns it.
-func waitAttributed(t *testing.T, client *api.Client, pod, marker string) join.Process {
-	t.Helper()
-	var root join.Process
-	testutil.EventuallyNil(t, func() error {
-		page, err := client.Processes(context.Background(), url.Values{"pod": {pod}, "command": {marker}})
-		if err != nil {
-			return err
-		}
-		if r := byMarkerRoot(page.Items, marker); r != nil && r.Attribution != "" {
-			root = *r
-			return nil
-		}
-		return fmt.Errorf("waiting for the ID-less root to be attributed:\n%s", dumpProcesses(page.Items))
-	})
-	return root
-}
-
 // deliverAudit hands the records over as kube-apiserver would: the log
 // backend's lines appended to the file, the webhook backend's one batch.
 func deliverAudit(t *testing.T, agent *AgentPod, sessions []*agentSession) {

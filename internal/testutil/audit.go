@@ -8,6 +8,7 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 )
@@ -33,6 +34,10 @@ type ExecRequest struct {
 	// Annotations are added to every stage's annotations (an admission
 	// webhook's audit annotations, as "<webhook name>/<key>").
 	Annotations map[string]string
+	// Ephemeral makes the request kubectl debug's: a patch of the pod's
+	// ephemeralcontainers adding Container (image busybox, Command), logged
+	// at level Request with that body.
+	Ephemeral bool
 }
 
 // Events returns the request's audit events in stage order, built from the
@@ -82,6 +87,9 @@ func (r ExecRequest) Events() []auditv1.Event {
 	}
 	if r.As != "" {
 		base.ImpersonatedUser = &authnv1.UserInfo{Username: r.As}
+	}
+	if r.Ephemeral {
+		return r.ephemeralEvents(base)
 	}
 	stage := func(s auditv1.Stage, at time.Time, status bool) auditv1.Event {
 		e := base
@@ -136,4 +144,24 @@ func EventListOf(reqs ...ExecRequest) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// ephemeralEvents are kubectl debug's patch of pods/ephemeralcontainers:
+// RequestReceived and a 200 ResponseComplete, with the patch as the body.
+func (r ExecRequest) ephemeralEvents(base auditv1.Event) []auditv1.Event {
+	body, err := json.Marshal(map[string]any{"spec": map[string]any{"ephemeralContainers": []map[string]any{{
+		"name": r.Container, "image": "busybox", "command": r.Command, "targetContainerName": "app"}}}})
+	if err != nil {
+		panic(err) // maps of strings always marshal
+	}
+	base.Level, base.Verb = auditv1.LevelRequest, "patch"
+	base.RequestURI = fmt.Sprintf("/api/v1/namespaces/%s/pods/%s/ephemeralcontainers", r.Namespace, r.Pod)
+	base.ObjectRef.Subresource = "ephemeralcontainers"
+	base.RequestObject = &runtime.Unknown{Raw: body, ContentType: "application/json"}
+	rr := base
+	rr.Stage, rr.StageTimestamp = auditv1.StageRequestReceived, metav1.NewMicroTime(r.Received)
+	done := base
+	done.Stage, done.StageTimestamp = auditv1.StageResponseComplete, metav1.NewMicroTime(r.Received.Add(r.Duration))
+	done.ResponseStatus = &metav1.Status{Code: 200}
+	return []auditv1.Event{rr, done}
 }

@@ -212,3 +212,11 @@ func mentions(args []string, key string) bool {
 	}
 	return false
 }
+
+// Rewrite returns the command the runtime execs for cmd once the bridge has
+// mutated the request: `env <key>=<id>` and cmd with the caller's own key
+// handled (sanitize). It is what the pods/exec patch makes of the command.
+func Rewrite(cmd []string, key, id string) []string {
+	clean, _ := sanitize(cmd, key, id)
+	return append([]string{"env", key + "=" + id}, clean...)
+}

@@ -57,6 +57,9 @@ func TestExecRewrite(t *testing.T) {
 			if want := append([]string{"env", mine}, c.want...); !slices.Equal(got, want) {
 				t.Errorf("command\n got %q\nwant %q", got, want)
 			}
+			if r := Rewrite(c.cmd, k, id); !slices.Equal(r, got) {
+				t.Errorf("Rewrite %q, the patch makes %q", r, got)
+			}
 			if !slices.Equal(d.CallerKey, c.actions) {
 				t.Errorf("caller key actions %v, want %v", d.CallerKey, c.actions)
 			}
