@@ -217,7 +217,7 @@ func (p *Probe) drainOld(dir string) {
 	}
 	defer m.Close()
 	if hb, ok := readHeartbeat(dir); ok {
-		p.noteWindow(hb, pinnedDrops(dir))
+		p.noteWindow(hb, pinnedDrops(dir), "taking over another build's pinned probes")
 	}
 	r, err := ringbuf.NewReader(m)
 	if err != nil {

@@ -132,7 +132,7 @@ func load(cfg Config, log zerolog.Logger, b build) (*Probe, error) {
 		}
 		if p.adopt && last.BootNs != 0 {
 			s, _ := p.Stats()
-			p.noteWindow(last, s.RingbufDrops)
+			p.noteWindow(last, s.RingbufDrops, "adopting this build's pinned probes")
 		}
 	}
 	return p, nil

@@ -32,7 +32,7 @@ func (p *Probe) Handover() HandoverStats { return p.handed }
 func (p *Probe) ProcfsRoots() int { return p.procfsRoots }
 
 // noteWindow records (and logs) a window ending now, from its heartbeat.
-func (p *Probe) noteWindow(hb heartbeat, dropsNow uint64) {
+func (p *Probe) noteWindow(hb heartbeat, dropsNow uint64, what string) {
 	w := Window{Found: true}
 	if now := bootNow(); now > hb.BootNs {
 		w.Unread = time.Duration(now - hb.BootNs)
@@ -45,10 +45,10 @@ func (p *Probe) noteWindow(hb heartbeat, dropsNow uint64) {
 		p.window = w
 	}
 	ev := p.log.Info()
-	msg := "adopted pinned probes: the kernel kept watching while no agent read"
+	msg := what + ": the kernel kept watching while no agent read"
 	if w.Orphaned {
 		ev = p.log.Warn()
-		msg = "found pinned probes no agent read for a long time (an agent removed without `correlator uninstall`?): adopted them"
+		msg = what + ": pinned probes no agent read for a long time (an agent removed without `correlator uninstall`?)"
 	}
 	ev.Dur("unread", w.Unread).Uint64("drops", w.Drops).Uint32("last_pid", hb.PID).
 		Time("last_heartbeat", time.Unix(0, hb.WallNs)).Msg(msg)
