@@ -51,7 +51,7 @@ func (p *Probe) Bootstrap() ([]Event, error) {
 		}
 		events = append(events, p.procEvent(pi, &entry))
 		if entry.Depth == 0 {
-			p.procfsRoots++
+			p.procfsRoots.Add(1)
 		}
 	}
 	ev := p.log.Info()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -39,7 +40,7 @@ type Probe struct {
 	handed      HandoverStats // what the start took over
 	pending     []Event       // drained from old rings, delivered first by Run
 	badOld      int           // old frames that did not decode
-	procfsRoots int           // roots Bootstrap found only through procfs
+	procfsRoots atomic.Int64  // roots Bootstrap found only through procfs
 }
 
 // hook pairs a program with the tracepoint named in errors and its link pin.

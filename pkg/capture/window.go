@@ -29,7 +29,7 @@ func (p *Probe) Window() Window { return p.window }
 func (p *Probe) Handover() HandoverStats { return p.handed }
 
 // ProcfsRoots counts the session roots Bootstrap found only through procfs.
-func (p *Probe) ProcfsRoots() int { return p.procfsRoots }
+func (p *Probe) ProcfsRoots() int { return int(p.procfsRoots.Load()) }
 
 // noteWindow records (and logs) a window ending now, from its heartbeat.
 func (p *Probe) noteWindow(hb heartbeat, dropsNow uint64, what string) {
