@@ -14,7 +14,9 @@ import (
 
 // testLayoutBuild is the same programs with another struct lineage (a
 // field before the key slots), compiled by gen.go with -DTEST_LAYOUT.
-func testLayoutBuild() build { return build{name: "correlator-test-layout", obj: _CorrelatorTestLayoutBytes} }
+func testLayoutBuild() build {
+	return build{name: "correlator-test-layout", obj: _CorrelatorTestLayoutBytes}
+}
 
 // buildDirs lists the build directories under the pin path.
 func buildDirs(t *testing.T, pinPath string) []string {
