@@ -139,42 +139,6 @@ func load(cfg Config, log zerolog.Logger, b build) (*Probe, error) {
 	return p, nil
 }
 
-// loadObjects loads the maps (reusing pinned ones), and the programs unless
-// pinned links are adopted.
-func (p *Probe) loadObjects(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions) error {
-	var err error
-	if p.adopt {
-		err = spec.LoadAndAssign(&p.objs.correlatorMaps, opts)
-	} else {
-		err = spec.LoadAndAssign(&p.objs, opts)
-	}
-	if err == nil {
-		if m := opts.MapReplacements["image_places"]; m != nil {
-			err = pinShared(p.objs.ImagePlaces, filepath.Join(p.dir, "image_places"))
-		}
-		return err
-	}
-	var verr *ebpf.VerifierError
-	if errors.As(err, &verr) {
-		return fmt.Errorf("loading BPF objects: %+v", verr)
-	}
-	return fmt.Errorf("loading BPF objects into %s: %w", opts.Maps.PinPath, err)
-}
-
-// pinShared pins a map taken over from another build under this build's
-// directory as well (a second pin; the old one goes with its build).
-func pinShared(m *ebpf.Map, path string) error {
-	c, err := m.Clone()
-	if err != nil {
-		return fmt.Errorf("cloning shared map: %w", err)
-	}
-	defer c.Close()
-	if err := c.Pin(path); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("pinning shared map %s: %w", path, err)
-	}
-	return nil
-}
-
 func configureSpec(spec *ebpf.CollectionSpec, cfg Config) error {
 	var (
 		lens     [maxKeys]uint32
