@@ -173,8 +173,9 @@ func sharedPlaces(spec *ebpf.CollectionSpec, old []string) *ebpf.Map {
 	return nil
 }
 
-// handover retires the other builds found at load. pre runs before this
-// build's programs attach (the bulk copy); the rest after.
+// handoverCopy copies every other build's lineage into this build's map:
+// once before this build's programs attach (the bulk), and again by
+// handoverFinish after the old programs are detached.
 func (p *Probe) handoverCopy() {
 	for _, dir := range p.old {
 		c, l, err := p.copyLineageFrom(dir)
