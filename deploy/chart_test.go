@@ -23,7 +23,7 @@ func TestChartDefaults(t *testing.T) {
 	want := []string{
 		"ClusterRole/correlator-agent", "ClusterRole/correlator-reader", "ClusterRole/correlator-responder",
 		"ClusterRoleBinding/correlator-agent", "ClusterRoleBinding/correlator-reader",
-		"ConfigMap/correlator", "DaemonSet/correlator", "NetworkPolicy/correlator",
+		"ConfigMap/correlator", "DaemonSet/correlator", "Job/correlator-uninstall", "NetworkPolicy/correlator",
 		"PriorityClass/correlator-node-agent", "Role/correlator-responder", "Secret/correlator-token", "Service/correlator",
 		"ServiceAccount/correlator", "ServiceAccount/correlator-reader",
 	}
@@ -53,6 +53,7 @@ func TestChartDefaults(t *testing.T) {
 	if ds.Spec.Template.Annotations[checksumAn] == "" {
 		t.Error("no config checksum annotation: a config change would not roll the agents")
 	}
+	checkUninstallHook(t, objs, ds)
 }
 
 // chartValues is a values file switching every optional part on.
@@ -218,8 +219,8 @@ func plainObjects(t *testing.T, dir string) []runtime.Object {
 	return out
 }
 
-// withoutHelm drops what only Helm adds: its labels, the config checksum
-// and the generated token Secret.
+// withoutHelm drops what only Helm adds: its labels, the config checksum,
+// the generated token Secret and its hooks (the uninstall Job).
 func withoutHelm(t *testing.T, objs []runtime.Object) map[string]runtime.Object {
 	t.Helper()
 	out := map[string]runtime.Object{}
@@ -230,6 +231,9 @@ func withoutHelm(t *testing.T, objs []runtime.Object) map[string]runtime.Object 
 		m, err := meta.Accessor(o)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if m.GetAnnotations()["helm.sh/hook"] != "" {
+			continue
 		}
 		l := m.GetLabels()
 		delete(l, helmLabel)

@@ -14,6 +14,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -41,6 +42,8 @@ func NewDecoder() (*Decoder, error) {
 		networkingv1.AddToScheme, schedulingv1.AddToScheme,
 		// The exec bridge: its webhook configuration and PodDisruptionBudget.
 		admissionregistrationv1.AddToScheme, policyv1.AddToScheme,
+		// The uninstall hook's Job.
+		batchv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return nil, fmt.Errorf("building scheme: %w", err)

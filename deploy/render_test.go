@@ -25,7 +25,7 @@ func TestAgentConfig(t *testing.T) {
 		{"two", cm("a", AgentConfigKey) + "---\n" + cm("b", AgentConfigKey), "", "2 ConfigMaps"},
 		{"unknown field", strings.Replace(cm("a", AgentConfigKey), "data:", "datum: 1\ndata:", 1), "", "unknown field"},
 		{"duplicate field", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\nmetadata: {name: b}\n", "", `"metadata" already set`},
-		{"kind not shipped", "apiVersion: batch/v1\nkind: Job\nmetadata: {name: x}\n", "", "no kind"},
+		{"kind not shipped", "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: x}\n", "", "no kind"},
 		{"not yaml", "a: [", "", "decoding"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

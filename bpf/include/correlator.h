@@ -28,6 +28,7 @@ enum key_flag {
 	KEY_FLAG_ID_TRUNCATED = 1 << 4,    /* value longer than ID_MAX_LEN */
 	KEY_FLAG_ROOT_INDIRECT = 1 << 5,   /* root set by the first image the runtime exec'd */
 	KEY_FLAG_FROM_ARGV = 1 << 6,       /* root's value from its `env KEY=` argv (the exec bridge) */
+	KEY_FLAG_PROCFS_ROOT = 1 << 7,     /* root found in /proc by the agent, not seen exec'd: provenance unknown */
 };
 
 /*
@@ -109,6 +110,11 @@ struct lineage {
 	__u32 depth;         /* forks since the root */
 	__u32 lflags;        /* enum lineage_flag */
 	__u32 _pad0;
+#ifdef TEST_LAYOUT
+	/* A second layout for the upgrade handover test (gen.go builds it
+	 * into a _test object): a field before ids moves every slot. */
+	__u64 test_extra;
+#endif
 	struct id_slot ids[MAX_KEYS];
 };
 

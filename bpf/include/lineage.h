@@ -217,7 +217,7 @@ static __always_inline void resolve_lineage(struct exec_buf *b, __u32 found, __u
 			ev->ids_mask |= 1u << k;
 			out->source = e->ids[k].source == ID_SOURCE_PROCFS ? ID_SOURCE_PROCFS
 									    : ID_SOURCE_INHERITED;
-			out->flags = e->ids[k].flags & KEY_FLAG_ROOT_UNVERIFIED;
+			out->flags = e->ids[k].flags & (KEY_FLAG_ROOT_UNVERIFIED | KEY_FLAG_PROCFS_ROOT);
 			if (!in_env) {
 				out->flags |= KEY_FLAG_ENV_REMOVED;
 				continue;

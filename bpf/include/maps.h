@@ -35,17 +35,25 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } image_places SEC(".maps");
 
+/*
+ * Pinned with the programs' links: while no agent runs, the probes keep
+ * writing here, and the next agent reads the window's events on start.
+ * What did not fit is counted in stats (STAT_RINGBUF_DROPS).
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 << 20);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } events SEC(".maps");
 
-/* Monotonic counters, never reset; see enum stat_index. */
+/* Monotonic counters, never reset; see enum stat_index. Pinned, so they
+ * survive a restart and count what was lost while no agent read. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, STAT_MAX);
 	__type(key, __u32);
 	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } stats SEC(".maps");
 
 struct scan_buf {

@@ -20,8 +20,8 @@ func newCaptureFlags() *captureFlags { return &captureFlags{cfg: capture.Default
 func (c *captureFlags) add(f *pflag.FlagSet) {
 	f.StringSliceVar(&c.cfg.Keys, "keys", c.cfg.Keys, "environment keys to capture; the first is the audit ID key")
 	f.Uint32Var(&c.cfg.ScanBudget, "scan-budget", c.cfg.ScanBudget, fmt.Sprintf("environment bytes scanned per exec (max %d)", capture.MaxScanBudget))
-	f.StringVar(&c.cfg.PinPath, "pin-path", c.cfg.PinPath, "bpffs directory that keeps session lineage across restarts")
-	f.BoolVar(&c.noPin, "no-pin", false, "do not pin the lineage map (state is lost on exit)")
+	f.StringVar(&c.cfg.PinPath, "pin-path", c.cfg.PinPath, "bpffs directory that keeps the probes running and session lineage across restarts (remove with `correlator uninstall`)")
+	f.BoolVar(&c.noPin, "no-pin", false, "do not pin the probes and lineage (state is lost on exit, and nothing is watched while no agent runs)")
 	f.Uint32Var(&c.cfg.RingBufferBytes, "ring-buffer-bytes", c.cfg.RingBufferBytes, "kernel ring buffer size (power of two)")
 	f.Uint32Var(&c.cfg.LineageEntries, "lineage-entries", c.cfg.LineageEntries, "maximum live processes tracked in sessions")
 	f.StringVar(&c.cfg.ProcRoot, "proc-root", c.cfg.ProcRoot, "path of the host's /proc")

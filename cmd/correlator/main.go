@@ -39,7 +39,7 @@ func main() {
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
 	root.AddCommand(newCaptureCmd(g), newAuditCmd(g), newSessionsCmd(), newSessionCmd(), newProcessesCmd(), newRunCmd(g),
-		newKubectlCmd("kubectl"), newBridgeCmd(g))
+		newKubectlCmd("kubectl"), newBridgeCmd(g), newUninstallCmd(g))
 	name := "correlator"
 	// Installed as kubectl-correlator, the binary is the kubectl plugin.
 	if isPluginName(filepath.Base(os.Args[0])) {

@@ -50,8 +50,16 @@ func (p *Probe) Bootstrap() ([]Event, error) {
 			continue
 		}
 		events = append(events, p.procEvent(pi, &entry))
+		if entry.Depth == 0 {
+			p.procfsRoots.Add(1)
+		}
 	}
-	p.log.Info().Int("pruned", pruned).Int("bootstrapped", len(events)).Bool("resumed", p.resumed).Msg("reconciled lineage with procfs")
+	ev := p.log.Info()
+	if len(events) > 0 {
+		ev = p.log.Warn() // provenance the kernel never saw
+	}
+	ev.Int("pruned", pruned).Int("bootstrapped", len(events)).Bool("resumed", p.resumed).
+		Msg("reconciled lineage with procfs: processes found only there are flagged procfs_root")
 	return events, errors.Join(errs...)
 }
 
@@ -103,8 +111,9 @@ func lineageFromProc(pi *procInfo, procs map[uint32]*procInfo) correlatorLineage
 	e.RootTgid, e.RootStartNs = root.tgid, root.startTicks*ticksNs
 	// /proc cannot say where the image that exec'd the root was loaded, so
 	// a procfs root is judged by its parent alone (the kernel's weaker,
-	// second test): a parent in the same cgroup set the env. source=procfs
-	// says the evidence is weaker.
+	// second test): a parent in the same cgroup set the env. Whatever the
+	// parent says, nobody saw this root exec'd: procfs_root says so, and
+	// keeps it from ever being a verified member.
 	unverified := false
 	if parent, ok := procs[root.ppid]; ok {
 		unverified = bytes.Equal(parent.cgroup, root.cgroup)
@@ -117,6 +126,7 @@ func lineageFromProc(pi *procInfo, procs map[uint32]*procInfo) correlatorLineage
 		n := copy(s.Value[:], v.Value)
 		s.Len = uint16(n)
 		s.Source = uint8(correlatorIdSourceID_SOURCE_PROCFS)
+		s.Flags |= uint32(correlatorKeyFlagKEY_FLAG_PROCFS_ROOT)
 		if v.Duplicate {
 			s.Flags |= uint32(correlatorKeyFlagKEY_FLAG_DUPLICATE_KEY)
 		}

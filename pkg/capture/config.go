@@ -30,8 +30,9 @@ type Config struct {
 	BridgeKey string
 	// ScanBudget bounds the environment bytes scanned per exec.
 	ScanBudget uint32
-	// PinPath is the bpffs directory holding the lineage map across
-	// restarts; empty disables pinning (tests, one-shot runs).
+	// PinPath is the bpffs directory holding each build's pinned probes,
+	// ring, counters and lineage (pins.go), so the kernel keeps watching
+	// while no agent runs; empty disables pinning (one-shot runs).
 	PinPath string
 	// RingBufferBytes sizes the kernel-to-userspace ring (a power of two).
 	RingBufferBytes uint32

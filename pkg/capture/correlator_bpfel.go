@@ -167,6 +167,7 @@ const (
 	correlatorKeyFlagKEY_FLAG_ID_TRUNCATED    correlatorKeyFlag = 16
 	correlatorKeyFlagKEY_FLAG_ROOT_INDIRECT   correlatorKeyFlag = 32
 	correlatorKeyFlagKEY_FLAG_FROM_ARGV       correlatorKeyFlag = 64
+	correlatorKeyFlagKEY_FLAG_PROCFS_ROOT     correlatorKeyFlag = 128
 )
 
 type correlatorLineage struct {

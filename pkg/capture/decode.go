@@ -296,6 +296,7 @@ var keyFlagNames = []flagName{
 	{uint32(correlatorKeyFlagKEY_FLAG_ID_TRUNCATED), vocab.FlagIDTruncated},
 	{uint32(correlatorKeyFlagKEY_FLAG_ROOT_INDIRECT), vocab.FlagRootIndirect},
 	{uint32(correlatorKeyFlagKEY_FLAG_FROM_ARGV), vocab.FlagBridgeArgv},
+	{uint32(correlatorKeyFlagKEY_FLAG_PROCFS_ROOT), vocab.FlagProcfsRoot},
 }
 
 var originNames = map[uint32]Origin{

@@ -49,7 +49,14 @@ func newHarness(t testing.TB, mutate func(*Config)) *harness {
 
 func startHarness(t testing.TB, cfg Config) *harness {
 	t.Helper()
-	p, err := Load(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	return startBuild(t, cfg, shippedBuild())
+}
+
+// startBuild is startHarness with another BPF object (the handover test's
+// second layout).
+func startBuild(t testing.TB, cfg Config, b build) *harness {
+	t.Helper()
+	p, err := load(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel), b)
 	if err != nil {
 		t.Fatalf("loading probe: %v", err)
 	}

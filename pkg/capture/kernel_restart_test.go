@@ -51,7 +51,7 @@ func TestKernelRestart(t *testing.T) {
 	if ev.AuditID != id || ev.Source != vocab.SourceInherited {
 		t.Errorf("after restart: auditID %q source %q, want %s inherited", ev.AuditID, ev.Source, id)
 	}
-	noFlags(t, ev, vocab.FlagStaleLineage)
+	noFlags(t, ev, vocab.FlagStaleLineage, vocab.FlagProcfsRoot) // positive control: pinned, not procfs
 	// The image places are pinned too: the shell's place, recorded by the
 	// first probe, still judges its exec (a lost place reads unknown).
 	if ev.ExecOrigin != OriginInside {
@@ -83,6 +83,7 @@ func TestKernelColdStart(t *testing.T) {
 			if ev.AuditID != id || ev.Source != vocab.SourceProcfs {
 				t.Errorf("bootstrapped root: auditID %q source %q", ev.AuditID, ev.Source)
 			}
+			wantFlags(t, ev, vocab.FlagProcfsRoot) // nobody saw it exec'd
 		}
 	}
 	if !found {
@@ -93,6 +94,10 @@ func TestKernelColdStart(t *testing.T) {
 	ev := h.waitFor("exec after bootstrap", func(e Event) bool { return execWithArg(tok)(e) && e.Filename == "/bin/echo" })
 	if ev.AuditID != id || ev.Source != vocab.SourceProcfs {
 		t.Errorf("exec after bootstrap: auditID %q source %q, want %s procfs", ev.AuditID, ev.Source, id)
+	}
+	wantFlags(t, ev, vocab.FlagProcfsRoot) // the flag stays in the lineage
+	if h.p.ProcfsRoots() == 0 {
+		t.Error("the procfs root was not counted")
 	}
 	// Nothing was pinned and the shell predates the probe: where its image
 	// was loaded is not known, and the kernel says so.

@@ -16,6 +16,11 @@ type Collector struct {
 	placeErrors  *prometheus.Desc
 	decodeErrors prometheus.Counter
 	events       *prometheus.CounterVec
+	unread       *prometheus.Desc
+	windowDrops  *prometheus.Desc
+	orphaned     *prometheus.Desc
+	handover     *prometheus.Desc
+	procfsRoots  *prometheus.Desc
 }
 
 // NewCollector returns the probe's metrics. Register it on the agent's
@@ -37,6 +42,16 @@ func NewCollector(p *Probe) *Collector {
 			Name: "correlator_capture_decode_errors_total",
 			Help: "Ring-buffer frames that did not decode.",
 		}),
+		unread: prometheus.NewDesc("correlator_capture_unread_window_seconds",
+			"How long the pinned probes ran with no agent reading them before this agent started (0: nothing was pinned).", nil, nil),
+		windowDrops: prometheus.NewDesc("correlator_capture_unread_window_drops",
+			"Events the kernel ring could not hold while no agent read, before this agent started.", nil, nil),
+		orphaned: prometheus.NewDesc("correlator_capture_orphaned_probes",
+			"1 when this agent found pinned probes no agent had read for over 10 minutes (an agent removed without `correlator uninstall`).", nil, nil),
+		handover: prometheus.NewDesc("correlator_capture_handover_lineage",
+			"Lineage entries this agent took over at start from another build's pinned probes (an upgrade or rollback), by outcome.", []string{"outcome"}, nil),
+		procfsRoots: prometheus.NewDesc("correlator_capture_procfs_roots",
+			"Session roots found only through procfs at start (nothing was pinned): their provenance is unknown, flagged procfs_root.", nil, nil),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "correlator_capture_events_total",
 			Help: "Process events decoded, by kind.",
@@ -57,6 +72,11 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.scanTrunc
 	ch <- c.scanErrors
 	ch <- c.placeErrors
+	ch <- c.unread
+	ch <- c.windowDrops
+	ch <- c.orphaned
+	ch <- c.handover
+	ch <- c.procfsRoots
 	c.decodeErrors.Describe(ch)
 	c.events.Describe(ch)
 }
@@ -70,6 +90,20 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.scanErrors, prometheus.CounterValue, float64(s.ScanErrors))
 		ch <- prometheus.MustNewConstMetric(c.placeErrors, prometheus.CounterValue, float64(s.PlaceErrors))
 	}
+	w, hs := c.p.Window(), c.p.Handover()
+	ch <- prometheus.MustNewConstMetric(c.unread, prometheus.GaugeValue, w.Unread.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.windowDrops, prometheus.GaugeValue, float64(w.Drops))
+	ch <- prometheus.MustNewConstMetric(c.orphaned, prometheus.GaugeValue, b2f(w.Orphaned))
+	ch <- prometheus.MustNewConstMetric(c.handover, prometheus.GaugeValue, float64(hs.Copied), "copied")
+	ch <- prometheus.MustNewConstMetric(c.handover, prometheus.GaugeValue, float64(hs.Lost), "lost")
+	ch <- prometheus.MustNewConstMetric(c.procfsRoots, prometheus.GaugeValue, float64(c.p.ProcfsRoots()))
 	c.decodeErrors.Collect(ch)
 	c.events.Collect(ch)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -1,15 +1,18 @@
 package capture
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
@@ -19,33 +22,51 @@ import (
 
 // Probe owns the loaded BPF objects, their links and the ring-buffer reader.
 type Probe struct {
-	cfg     Config
-	log     zerolog.Logger
-	objs    correlatorObjects
-	dec     *Decoder
-	reader  *ringbuf.Reader
-	mu      sync.Mutex
-	links   []link.Link
-	resumed bool // the lineage map was already pinned: a restart
+	cfg         Config
+	log         zerolog.Logger
+	objs        correlatorObjects
+	dec         *Decoder
+	reader      *ringbuf.Reader
+	mu          sync.Mutex
+	links       []link.Link
+	resumed     bool          // pinned lineage was found: a restart or a handover
+	dir         string        // this build's pin directory; empty when not pinning
+	adopt       bool          // this build's probes were still pinned: adopt, do not attach
+	old         []string      // other builds to take over from (handover.go)
+	lineageType btf.Type      // this build's struct lineage, for the handover copy
+	heart       *ebpf.Map     // pinned heartbeat
+	lastBeat    time.Time     // when Run last wrote it
+	window      Window        // what the start found about the time nobody read
+	handed      HandoverStats // what the start took over
+	pending     []Event       // drained from old rings, delivered first by Run
+	badOld      int           // old frames that did not decode
+	procfsRoots atomic.Int64  // roots Bootstrap found only through procfs
 }
 
-// hook pairs a program with the tracepoint named in errors.
+// hook pairs a program with the tracepoint named in errors and its link pin.
 type hook struct {
 	name string
+	pin  string
 	prog *ebpf.Program
 }
 
 func (p *Probe) hooks() []hook {
 	return []hook{
-		{"tp_btf/sched_process_exec", p.objs.HandleExec},
-		{"tp_btf/sched_process_fork", p.objs.HandleFork},
-		{"tp_btf/sched_process_exit", p.objs.HandleExit},
+		{"tp_btf/sched_process_exec", "link_exec", p.objs.HandleExec},
+		{"tp_btf/sched_process_fork", "link_fork", p.objs.HandleFork},
+		{"tp_btf/sched_process_exit", "link_exit", p.objs.HandleExit},
 	}
 }
 
-// Load loads the programs with cfg's keys and budget, reusing a pinned
-// lineage map when one exists. It does not attach.
+// Load loads the programs with cfg's keys and budget. With a pin path it
+// adopts this build's pinned probes and maps when they exist (a restart: the
+// probes never stopped), and otherwise prepares to take over from any other
+// build pinned there (an upgrade or rollback: see Attach). It does not attach.
 func Load(cfg Config, log zerolog.Logger) (*Probe, error) {
+	return load(cfg, log, shippedBuild())
+}
+
+func load(cfg Config, log zerolog.Logger, b build) (*Probe, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -55,35 +76,43 @@ func Load(cfg Config, log zerolog.Logger) (*Probe, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("removing memlock rlimit: %w", err)
 	}
-	spec, err := loadCorrelator()
+	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(b.obj))
 	if err != nil {
-		return nil, fmt.Errorf("loading BPF spec: %w", err)
+		return nil, fmt.Errorf("loading BPF spec %s: %w", b.name, err)
 	}
 	if err := configureSpec(spec, cfg); err != nil {
 		return nil, err
 	}
-	p := &Probe{cfg: cfg, log: log.With().Str("component", "capture").Logger()}
+	p := &Probe{cfg: cfg, log: log.With().Str("component", "capture").Logger(), lineageType: spec.Maps["lineage_map"].Value}
 	opts := &ebpf.CollectionOptions{}
 	if cfg.PinPath != "" {
 		if err := ensureBPFFS(cfg.PinPath); err != nil {
 			return nil, err
 		}
-		_, statErr := os.Stat(filepath.Join(cfg.PinPath, "lineage_map"))
-		p.resumed = statErr == nil
-		opts.Maps.PinPath = cfg.PinPath
+		p.dir = filepath.Join(cfg.PinPath, buildDirPrefix+buildID(b.obj, cfg))
+		scan, err := scanPins(cfg.PinPath, p.dir, p.hooks())
+		if err != nil {
+			return nil, err
+		}
+		p.adopt, p.old = scan.adopt, scan.old
+		p.resumed = scan.resume || len(scan.old) > 0
+		if err := os.MkdirAll(p.dir, 0o700); err != nil {
+			return nil, fmt.Errorf("creating pin directory %s: %w", p.dir, err)
+		}
+		opts.Maps.PinPath = p.dir
+		if !p.adopt && !scan.resume {
+			if m := sharedPlaces(spec, scan.old); m != nil {
+				defer m.Close()
+				opts.MapReplacements = map[string]*ebpf.Map{"image_places": m}
+			}
+		}
 	} else {
-		spec.Maps["lineage_map"].Pinning = ebpf.PinNone
-		spec.Maps["image_places"].Pinning = ebpf.PinNone
+		for _, m := range spec.Maps {
+			m.Pinning = ebpf.PinNone
+		}
 	}
-	if err := spec.LoadAndAssign(&p.objs, opts); err != nil {
-		var verr *ebpf.VerifierError
-		if errors.As(err, &verr) {
-			return nil, fmt.Errorf("loading BPF objects: %+v", verr)
-		}
-		if errors.Is(err, ebpf.ErrMapIncompatible) {
-			return nil, fmt.Errorf("loading BPF objects: pinned lineage map in %s is from another build or size; remove it with `rm -r %s` (live sessions lose their lineage): %w", cfg.PinPath, cfg.PinPath, err)
-		}
-		return nil, fmt.Errorf("loading BPF objects: %w", err)
+	if err := p.loadObjects(spec, opts); err != nil {
+		return nil, err
 	}
 	p.reader, err = ringbuf.NewReader(p.objs.Events)
 	if err != nil {
@@ -96,6 +125,17 @@ func Load(cfg Config, log zerolog.Logger) (*Probe, error) {
 		return nil, err
 	}
 	p.dec = NewDecoder(cfg.Keys, boot)
+	if p.dir != "" {
+		var last heartbeat
+		if p.heart, last, err = openHeartbeat(p.dir); err != nil {
+			p.Close()
+			return nil, err
+		}
+		if p.adopt && last.BootNs != 0 {
+			s, _ := p.Stats()
+			p.noteWindow(last, s.RingbufDrops, "adopting this build's pinned probes")
+		}
+	}
 	return p, nil
 }
 
@@ -140,25 +180,60 @@ func (p *Probe) Resumed() bool { return p.resumed }
 func (p *Probe) Decoder() *Decoder { return p.dec }
 
 // Attach attaches exec, fork and exit, in that order; on error it detaches
-// what it attached.
+// what it attached. Pinned, each link is pinned as it attaches, and links
+// this build left pinned are adopted instead: the probes never stopped.
+// When another build is pinned beside this one, its lineage is copied in
+// first, and once this build's probes run, the old ones are detached and
+// their pins removed (handover.go).
 func (p *Probe) Attach() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.links) > 0 {
 		return nil
 	}
+	p.handoverCopy()
 	for _, h := range p.hooks() {
-		l, err := link.AttachTracing(link.TracingOptions{Program: h.prog, AttachType: ebpf.AttachTraceRawTp})
+		l, err := p.attachOne(h)
 		if err != nil {
 			p.detachLocked()
-			return fmt.Errorf("attaching %s: %w", h.name, err)
+			return err
 		}
 		p.links = append(p.links, l)
 	}
+	if len(p.old) > 0 {
+		p.handoverFinish()
+	}
+	p.beat()
 	return nil
 }
 
-// Detach closes the links in reverse order. Pinned lineage survives.
+func (p *Probe) attachOne(h hook) (link.Link, error) {
+	if p.dir == "" {
+		l, err := link.AttachTracing(link.TracingOptions{Program: h.prog, AttachType: ebpf.AttachTraceRawTp})
+		if err != nil {
+			return nil, fmt.Errorf("attaching %s: %w", h.name, err)
+		}
+		return l, nil
+	}
+	path := filepath.Join(p.dir, h.pin)
+	if l, err := link.LoadPinnedLink(path, nil); err == nil {
+		return l, nil
+	} else if h.prog == nil {
+		return nil, fmt.Errorf("adopting pinned %s: %w", h.name, err)
+	}
+	l, err := link.AttachTracing(link.TracingOptions{Program: h.prog, AttachType: ebpf.AttachTraceRawTp})
+	if err != nil {
+		return nil, fmt.Errorf("attaching %s: %w", h.name, err)
+	}
+	if err := l.Pin(path); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("pinning %s: %w", h.name, err)
+	}
+	return l, nil
+}
+
+// Detach stops the probes: it unpins the links and closes them in reverse
+// order. Pinned maps stay.
 func (p *Probe) Detach() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -166,6 +241,19 @@ func (p *Probe) Detach() error {
 }
 
 func (p *Probe) detachLocked() error {
+	var errs []error
+	for i := len(p.links) - 1; i >= 0; i-- {
+		if p.dir != "" {
+			if err := p.links[i].Unpin(); err != nil {
+				errs = append(errs, fmt.Errorf("unpinning link %d: %w", i, err))
+			}
+		}
+	}
+	return errors.Join(append(errs, p.closeLinksLocked())...)
+}
+
+// closeLinksLocked closes the links' descriptors; pinned links stay attached.
+func (p *Probe) closeLinksLocked() error {
 	var errs []error
 	for i := len(p.links) - 1; i >= 0; i-- {
 		if err := p.links[i].Close(); err != nil {
@@ -181,8 +269,22 @@ func (p *Probe) detachLocked() error {
 func (p *Probe) Run(ctx context.Context, fn func(Event), onBad func(error)) error {
 	stop := context.AfterFunc(ctx, func() { p.reader.Close() })
 	defer stop()
+	for _, ev := range p.pending {
+		fn(ev)
+	}
+	p.pending = nil
+	for range p.badOld {
+		if onBad != nil {
+			onBad(errors.New("decoding an old build's frame"))
+		}
+	}
+	p.badOld = 0
 	var rec ringbuf.Record
 	for {
+		if time.Since(p.lastBeat) >= heartbeatEvery {
+			p.beat()
+			p.lastBeat = time.Now()
+		}
 		// The kernel wakes us only for a backlog; the deadline collects
 		// the quiet trickle (see Config.FlushInterval).
 		p.reader.SetDeadline(time.Now().Add(p.cfg.FlushInterval))
@@ -207,15 +309,30 @@ func (p *Probe) Run(ctx context.Context, fn func(Event), onBad func(error)) erro
 	}
 }
 
-// Close detaches, then closes the reader and the objects (cancel, wait,
-// links, objects). Pinned maps stay pinned.
+// Close closes the links, the reader and the objects (cancel, wait, links,
+// objects). What is pinned stays: the probes keep running unread, and the
+// next agent adopts them. Call Unpin first to stop them for good.
 func (p *Probe) Close() error {
-	errs := []error{p.Detach()}
+	p.mu.Lock()
+	errs := []error{p.closeLinksLocked()}
+	p.mu.Unlock()
 	if p.reader != nil {
 		errs = append(errs, p.reader.Close())
 	}
+	if p.heart != nil {
+		errs = append(errs, p.heart.Close())
+	}
 	errs = append(errs, p.objs.Close())
 	return errors.Join(errs...)
+}
+
+// Unpin removes this build's pins, so Close detaches the probes.
+func (p *Probe) Unpin() error {
+	if p.dir == "" {
+		return nil
+	}
+	_, err := removeBuild(p.cfg.PinPath, p.dir)
+	return err
 }
 
 // Stats are the kernel's monotonic counters, summed over CPUs.

@@ -70,7 +70,10 @@ const (
 	FlagRootIndirect = "root_indirect"
 	// FlagBridgeArgv: the root's value came from the `env KEY=<id>` argv
 	// the exec bridge wrote into the request the runtime exec'd.
-	FlagBridgeArgv    = "bridge_argv"
+	FlagBridgeArgv = "bridge_argv"
+	// FlagProcfsRoot: the session root was found in /proc by the agent at
+	// start (nothing was pinned), never seen exec'd: its provenance is unknown.
+	FlagProcfsRoot    = "procfs_root"
 	FlagDuplicateKey  = "duplicate_key"
 	FlagPlaceholder   = "placeholder"
 	FlagNonstandardID = "nonstandard_id"
