@@ -58,13 +58,19 @@ type plugin struct {
 
 // result is one run: its output and exit status.
 type result struct {
+	// prog names the program in String; empty: kubectl correlator.
+	prog           string
 	args           []string
 	stdout, stderr string
 	code           int
 }
 
 func (r result) String() string {
-	return "kubectl correlator " + strings.Join(r.args, " ") + ": exit " + strconv.Itoa(r.code) +
+	prog := r.prog
+	if prog == "" {
+		prog = "kubectl correlator"
+	}
+	return prog + " " + strings.Join(r.args, " ") + ": exit " + strconv.Itoa(r.code) +
 		"\n--- stdout\n" + r.stdout + "--- stderr\n" + r.stderr
 }
 
