@@ -122,20 +122,6 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// buildCorrelator builds cmd/correlator.
-func buildCorrelator(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "correlator")
-	start := time.Now()
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/correlator")
-	cmd.Dir = filepath.Join("..", "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building correlator: %v\n%s", err, out)
-	}
-	t.Logf("built correlator in %s", time.Since(start).Round(time.Millisecond))
-	return bin
-}
-
 // installBridge creates the bridge's rendered objects, runs the binary
 // with the Deployment's arguments (addresses and mounted paths swapped
 // for local ones, plus --kubeconfig with a token of its ServiceAccount in
