@@ -1,13 +1,11 @@
 package kubeapi
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,6 +24,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/execid/correlator/deploy"
 	"github.com/execid/correlator/internal/testutil"
@@ -125,8 +126,8 @@ func (s *syncBuffer) String() string {
 // installBridge creates the bridge's rendered objects, runs the binary
 // with the Deployment's arguments (addresses and mounted paths swapped
 // for local ones, plus --kubeconfig with a token of its ServiceAccount in
-// place of the in-cluster one), routes the Service's clusterIP through the
-// egress proxy and waits until the apiserver calls it.
+// place of the in-cluster one), waits until it is ready and routes the
+// Service's clusterIP through the egress proxy to it.
 func installBridge(t *testing.T, s *apiServer, bin string, r renderedBridge) *runningBridge {
 	t.Helper()
 	ctx := context.Background()
@@ -238,9 +239,9 @@ func bridgeArgs(t *testing.T, dep appsv1.Deployment, swap map[string]string) []s
 	return out
 }
 
-// metric reads one sample (name with its labels, as exposed) from the
-// bridge's /metrics; absent is 0.
-func (b *runningBridge) metric(t *testing.T, series string) float64 {
+// metric reads the counter name{label=value} from the bridge's /metrics
+// with the Prometheus text parser; absent is 0.
+func (b *runningBridge) metric(t *testing.T, name, label, value string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + b.metrics + "/metrics")
 	if err != nil {
@@ -250,17 +251,21 @@ func (b *runningBridge) metric(t *testing.T, series string) float64 {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("scraping the bridge: %s", resp.Status)
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("metric %s: %v", series, err)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing the bridge's metrics: %v", err)
+	}
+	f, ok := families[name]
+	if !ok {
+		t.Fatalf("the bridge exposes no %s", name)
+	}
+	for _, m := range f.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label && l.GetValue() == value {
+				return m.GetCounter().GetValue()
 			}
-			return f
 		}
 	}
-	io.Copy(io.Discard, resp.Body)
 	return 0
 }

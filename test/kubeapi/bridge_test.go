@@ -57,7 +57,7 @@ func TestBridgeThroughKubeAPIServer(t *testing.T) {
 	var aliceID string
 	t.Run("exec is rewritten and the ID is in the audit log", func(t *testing.T) {
 		n := c.kubelet.count()
-		mutations := c.bridge.metric(t, `correlator_bridge_mutations_total{kind="exec"}`)
+		mutations := c.bridge.metric(t, "correlator_bridge_mutations_total", "kind", "exec")
 		r := as(alice).must(t, "exec", "-n", "shop", "web-0", "-c", "app", "--", "/bin/cat", "/etc/hostname")
 		aliceID = c.wantRewritten(t, n, r, "web-0", "/bin/cat", "/etc/hostname")
 		// The apiserver reached the bridge through its Service's clusterIP
@@ -67,7 +67,7 @@ func TestBridgeThroughKubeAPIServer(t *testing.T) {
 		if c.api.egress.dials(c.bridge.serviceAddr) == 0 {
 			t.Errorf("no connection to the bridge's Service %s through the egress", c.bridge.serviceAddr)
 		}
-		if got := c.bridge.metric(t, `correlator_bridge_mutations_total{kind="exec"}`); got != mutations+1 {
+		if got := c.bridge.metric(t, "correlator_bridge_mutations_total", "kind", "exec"); got != mutations+1 {
 			t.Errorf("exec mutations %v, want %v", got, mutations+1)
 		}
 
@@ -110,14 +110,14 @@ func TestBridgeThroughKubeAPIServer(t *testing.T) {
 
 	t.Run("a caller's own ID is overwritten", func(t *testing.T) {
 		n := c.kubelet.count()
-		overwritten := c.bridge.metric(t, `correlator_bridge_caller_key_total{action="overwritten"}`)
+		overwritten := c.bridge.metric(t, "correlator_bridge_caller_key_total", "action", "overwritten")
 		r := as(alice).must(t, "exec", "-n", "shop", "web-1", "-c", "app", "--",
 			"env", vocab.BridgeKey+"=stolen", "/bin/sh", "-c", "echo forged")
 		id := c.wantRewritten(t, n, r, "web-1", "env", vocab.BridgeKey+"=<id>", "/bin/sh", "-c", "echo forged")
 		if strings.Contains(r.stdout, "stolen") {
 			t.Errorf("the kubelet was sent the caller's ID: %s", r.stdout)
 		}
-		if got := c.bridge.metric(t, `correlator_bridge_caller_key_total{action="overwritten"}`); got != overwritten+1 {
+		if got := c.bridge.metric(t, "correlator_bridge_caller_key_total", "action", "overwritten"); got != overwritten+1 {
 			t.Errorf("caller keys overwritten %v, want %v", got, overwritten+1)
 		}
 		// Control: the request did carry "stolen"; the audit log shows it.
@@ -131,8 +131,8 @@ func TestBridgeThroughKubeAPIServer(t *testing.T) {
 
 	t.Run("a pod the bridge skips", func(t *testing.T) {
 		n := c.kubelet.count()
-		requests := c.bridge.metric(t, `correlator_bridge_requests_total{kind="exec"}`)
-		skips := c.bridge.metric(t, `correlator_bridge_skips_total{reason="`+bridge.SkipAnnotated+`"}`)
+		requests := c.bridge.metric(t, "correlator_bridge_requests_total", "kind", "exec")
+		skips := c.bridge.metric(t, "correlator_bridge_skips_total", "reason", bridge.SkipAnnotated)
 		r := as(alice).must(t, "exec", "-n", "shop", "vault-0", "-c", "app", "--", "/bin/cat", "/etc/hostname")
 		got := c.kubelet.all()[n:]
 		if want := []string{"/bin/cat", "/etc/hostname"}; len(got) != 1 || !slices.Equal(got[0].Command, want) {
@@ -144,24 +144,24 @@ func TestBridgeThroughKubeAPIServer(t *testing.T) {
 		}
 		// Control: the bridge was asked, read the pod with its shipped
 		// RBAC, and skipped it for the annotation.
-		if got := c.bridge.metric(t, `correlator_bridge_requests_total{kind="exec"}`); got != requests+1 {
+		if got := c.bridge.metric(t, "correlator_bridge_requests_total", "kind", "exec"); got != requests+1 {
 			t.Errorf("bridge exec requests %v, want %v", got, requests+1)
 		}
-		if got := c.bridge.metric(t, `correlator_bridge_skips_total{reason="`+bridge.SkipAnnotated+`"}`); got != skips+1 {
+		if got := c.bridge.metric(t, "correlator_bridge_skips_total", "reason", bridge.SkipAnnotated); got != skips+1 {
 			t.Errorf("skips for the annotation %v, want %v", got, skips+1)
 		}
-		if got := c.bridge.metric(t, `correlator_bridge_errors_total{reason="`+bridge.ErrLookup+`"}`); got != 0 {
+		if got := c.bridge.metric(t, "correlator_bridge_errors_total", "reason", bridge.ErrLookup); got != 0 {
 			t.Errorf("%v pod lookups failed: the shipped ClusterRole should allow them", got)
 		}
 
 		// A namespace labelled to opt out is never sent to the bridge
 		// (the shipped namespaceSelector).
-		n, requests = c.kubelet.count(), c.bridge.metric(t, `correlator_bridge_requests_total{kind="exec"}`)
+		n, requests = c.kubelet.count(), c.bridge.metric(t, "correlator_bridge_requests_total", "kind", "exec")
 		r = as(alice).must(t, "exec", "-n", "infra", "tool-0", "-c", "app", "--", "/bin/uname", "-a")
 		if got := c.kubelet.all()[n:]; len(got) != 1 || !slices.Equal(got[0].Command, []string{"/bin/uname", "-a"}) {
 			t.Errorf("the kubelet got %+v, want /bin/uname -a unchanged\n%s", got, r)
 		}
-		if got := c.bridge.metric(t, `correlator_bridge_requests_total{kind="exec"}`); got != requests {
+		if got := c.bridge.metric(t, "correlator_bridge_requests_total", "kind", "exec"); got != requests {
 			t.Errorf("the bridge was asked %v times for an exec in a namespace labelled %s", got-requests, skipNamespaceLabel)
 		}
 		ev = c.auditEvent(t, podEvent{alice.name, "infra", "tool-0", "exec", auditv1.StageResponseComplete})
@@ -172,7 +172,7 @@ func TestBridgeThroughKubeAPIServer(t *testing.T) {
 
 	t.Run("a user without pods/exec is refused before the bridge and the kubelet", func(t *testing.T) {
 		n := c.kubelet.count()
-		requests := c.bridge.metric(t, `correlator_bridge_requests_total{kind="exec"}`)
+		requests := c.bridge.metric(t, "correlator_bridge_requests_total", "kind", "exec")
 		// Control: eve is authenticated and may read the pod.
 		as(eve).must(t, "get", "pod", "-n", "shop", "web-0", "-o", "name")
 		r := as(eve).run(t, "exec", "-n", "shop", "web-0", "-c", "app", "--", "/bin/cat", "/etc/shadow")
@@ -182,7 +182,7 @@ func TestBridgeThroughKubeAPIServer(t *testing.T) {
 		if got := c.kubelet.all()[n:]; len(got) != 0 {
 			t.Errorf("the kubelet got %+v from eve's refused exec", got)
 		}
-		if got := c.bridge.metric(t, `correlator_bridge_requests_total{kind="exec"}`); got != requests {
+		if got := c.bridge.metric(t, "correlator_bridge_requests_total", "kind", "exec"); got != requests {
 			t.Errorf("the bridge was asked %v times for eve's refused exec", got-requests)
 		}
 		// kubectl tries a WebSocket first and, refused, SPDY: every
@@ -201,7 +201,7 @@ func TestBridgeThroughKubeAPIServer(t *testing.T) {
 
 	t.Run("kubectl debug: the ephemeral container carries the ID", func(t *testing.T) {
 		n := c.kubelet.count()
-		mutations := c.bridge.metric(t, `correlator_bridge_mutations_total{kind="ephemeral"}`)
+		mutations := c.bridge.metric(t, "correlator_bridge_mutations_total", "kind", "ephemeral")
 		as(alice).must(t, "debug", "-n", "shop", "web-0", "--image=busybox:1.36", "-c", "debugger", "--target=app")
 		pod, err := c.api.client.CoreV1().Pods("shop").Get(context.Background(), "web-0", metav1.GetOptions{})
 		if err != nil {
@@ -234,7 +234,7 @@ func TestBridgeThroughKubeAPIServer(t *testing.T) {
 			rec.Subresource != auditlog.SubresourceEphemeralContainers {
 			t.Errorf("pkg/auditlog's record of the debug: %+v; want alice's container debugger with ID %s", rec, id)
 		}
-		if got := c.bridge.metric(t, `correlator_bridge_mutations_total{kind="ephemeral"}`); got != mutations+1 {
+		if got := c.bridge.metric(t, "correlator_bridge_mutations_total", "kind", "ephemeral"); got != mutations+1 {
 			t.Errorf("ephemeral mutations %v, want %v", got, mutations+1)
 		}
 		if got := c.kubelet.all()[n:]; len(got) != 0 {

@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/execid/correlator v0.0.0
+	github.com/prometheus/common v0.72.0
 	github.com/rs/zerolog v1.35.1
 	go.etcd.io/etcd/server/v3 v3.6.5
 	k8s.io/api v0.35.4
@@ -79,7 +80,6 @@ require (
 	github.com/pquerna/cachecontrol v0.1.0 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
