@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/execid/correlator/pkg/bridge"
 )
@@ -35,6 +36,7 @@ func bridgeFlags(fs *pflag.FlagSet, cfg *bridge.Config) {
 // gives each exec an ID until the cluster runs KEP-6035.
 func newBridgeCmd(g *globalOptions) *cobra.Command {
 	cfg := bridge.Default()
+	var kubeconfig string
 	cmd := &cobra.Command{
 		Use:   "bridge",
 		Short: "Run the exec bridge: a mutating admission webhook that prefixes each pods/exec command with env <key>=<fresh id>",
@@ -51,7 +53,7 @@ func newBridgeCmd(g *globalOptions) *cobra.Command {
 			}
 			var pods bridge.PodSource
 			if cfg.PodLookup {
-				rc, err := rest.InClusterConfig()
+				rc, err := bridgeRESTConfig(kubeconfig)
 				if err != nil {
 					return fmt.Errorf("configuring --pod-lookup: %w", err)
 				}
@@ -77,5 +79,16 @@ func newBridgeCmd(g *globalOptions) *cobra.Command {
 		},
 	}
 	bridgeFlags(cmd.Flags(), &cfg)
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for --pod-lookup (empty: the pod's service account, in-cluster)")
 	return cmd
+}
+
+// bridgeRESTConfig is the pod lookup's apiserver client: the kubeconfig
+// when one is given (the bridge run outside the cluster, or a test), else
+// the in-cluster service account.
+func bridgeRESTConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return rest.InClusterConfig()
 }

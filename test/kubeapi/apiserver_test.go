@@ -73,8 +73,9 @@ func startEtcd(t *testing.T) string {
 }
 
 // startAPIServer starts kube-apiserver with RBAC, users' static tokens
-// and the cluster egress through a CONNECT proxy on a unix socket.
-func startAPIServer(t *testing.T, users []apiUser) *apiServer {
+// and the cluster egress through a CONNECT proxy on a unix socket; extra
+// flags (audit, say) are added to those.
+func startAPIServer(t *testing.T, users []apiUser, extra ...string) *apiServer {
 	t.Helper()
 	dir := t.TempDir()
 	etcdURL := startEtcd(t)
@@ -111,6 +112,7 @@ egressSelections:
 		"--token-auth-file=" + tokenFile,
 		"--egress-selector-config-file=" + egressFile,
 	}
+	flags = append(flags, extra...)
 	server := kubeapiservertesting.StartTestServerOrDie(t, nil, flags, storage)
 	t.Cleanup(server.TearDownFn)
 

@@ -165,6 +165,12 @@ func waitRBAC(t *testing.T, s *apiServer) {
 		{user: proxier.name, groups: []string{"system:authenticated"}, res: read, allow: false},
 		{user: outsider.name, res: list, allow: false},
 	}
+	waitAccess(t, s, checks)
+}
+
+// waitAccess waits until each question answers as the bindings say.
+func waitAccess(t *testing.T, s *apiServer, checks []access) {
+	t.Helper()
 	for _, c := range checks {
 		testutil.EventuallyNil(t, func() error {
 			sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: c.user, Groups: c.groups,

@@ -15,5 +15,9 @@ func TestMain(m *testing.M) {
 		klog.LogToStderr(false)
 		klog.SetOutput(io.Discard)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }

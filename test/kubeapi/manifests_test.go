@@ -32,6 +32,12 @@ func decodeDocs(t *testing.T, path string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatalf("reading %s: %v", path, err)
 	}
+	return decodeYAML(t, path, b)
+}
+
+// decodeYAML reads every YAML document of b (named path in errors).
+func decodeYAML(t *testing.T, path string, b []byte) []*unstructured.Unstructured {
+	t.Helper()
 	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
 	var out []*unstructured.Unstructured
 	for {
@@ -64,26 +70,35 @@ func applyKustomization(t *testing.T, s *apiServer) {
 	if err := yaml.Unmarshal(b, &k); err != nil {
 		t.Fatalf("decoding the kustomization: %v", err)
 	}
+	var objs []*unstructured.Unstructured
+	for _, file := range k.Resources {
+		objs = append(objs, decodeDocs(t, filepath.Join(deployDir, file))...)
+	}
+	createObjects(t, s, objs)
+}
+
+// createObjects creates objs in order through the dynamic client, as
+// `kubectl create -f` would.
+func createObjects(t *testing.T, s *apiServer, objs []*unstructured.Unstructured) {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(s.admin)
 	if err != nil {
 		t.Fatalf("building the dynamic client: %v", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(s.client.Discovery()))
 	ctx := context.Background()
-	for _, file := range k.Resources {
-		for _, u := range decodeDocs(t, filepath.Join(deployDir, file)) {
-			gvk := u.GroupVersionKind()
-			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if err != nil {
-				t.Fatalf("%s: mapping %s: %v", file, gvk, err)
-			}
-			var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-			if u.GetNamespace() != "" {
-				ri = dyn.Resource(m.Resource).Namespace(u.GetNamespace())
-			}
-			if _, err := ri.Create(ctx, u, metav1.CreateOptions{}); err != nil {
-				t.Fatalf("%s: creating %s %s: %v", file, gvk.Kind, u.GetName(), err)
-			}
+	for _, u := range objs {
+		gvk := u.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatalf("mapping %s: %v", gvk, err)
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if u.GetNamespace() != "" {
+			ri = dyn.Resource(m.Resource).Namespace(u.GetNamespace())
+		}
+		if _, err := ri.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating %s %s: %v", gvk.Kind, u.GetName(), err)
 		}
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,18 +20,45 @@ import (
 
 // The real kubectl-correlator binary, run as a responder would run it.
 
-// buildPlugin builds cmd/correlator as kubectl-correlator (the plugin
+// built is cmd/correlator, built once per test binary (TestMain removes
+// it): the plugin and the bridge are the same binary.
+var built struct {
+	sync.Once
+	dir, path string
+	err       error
+}
+
+// buildCorrelator builds cmd/correlator once.
+func buildCorrelator(t *testing.T) string {
+	t.Helper()
+	built.Do(func() {
+		start := time.Now()
+		if built.dir, built.err = os.MkdirTemp("", "kubeapi-correlator-"); built.err != nil {
+			return
+		}
+		built.path = filepath.Join(built.dir, "correlator")
+		cmd := exec.Command("go", "build", "-o", built.path, "./cmd/correlator")
+		cmd.Dir = filepath.Join("..", "..")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("building correlator: %v\n%s", err, out)
+			return
+		}
+		t.Logf("built correlator in %s", time.Since(start).Round(time.Millisecond))
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path
+}
+
+// buildPlugin is cmd/correlator linked as kubectl-correlator (the plugin
 // name switches it to the plugin's commands).
 func buildPlugin(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "kubectl-correlator")
-	start := time.Now()
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/correlator")
-	cmd.Dir = filepath.Join("..", "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building kubectl-correlator: %v\n%s", err, out)
+	if err := os.Symlink(buildCorrelator(t), bin); err != nil {
+		t.Fatalf("linking kubectl-correlator: %v", err)
 	}
-	t.Logf("built kubectl-correlator in %s", time.Since(start).Round(time.Millisecond))
 	return bin
 }
 
@@ -58,13 +87,19 @@ type plugin struct {
 
 // result is one run: its output and exit status.
 type result struct {
+	// prog names the program in String; empty: kubectl correlator.
+	prog           string
 	args           []string
 	stdout, stderr string
 	code           int
 }
 
 func (r result) String() string {
-	return "kubectl correlator " + strings.Join(r.args, " ") + ": exit " + strconv.Itoa(r.code) +
+	prog := r.prog
+	if prog == "" {
+		prog = "kubectl correlator"
+	}
+	return prog + " " + strings.Join(r.args, " ") + ": exit " + strconv.Itoa(r.code) +
 		"\n--- stdout\n" + r.stdout + "--- stderr\n" + r.stderr
 }
 
