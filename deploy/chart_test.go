@@ -37,6 +37,7 @@ func TestChartDefaults(t *testing.T) {
 
 	cm := only[*corev1.ConfigMap](t, objs, "correlator")
 	checkConfigPaths(t, []byte(cm.Data[AgentConfigKey]), ds.Spec.Template.Spec.Containers[0].VolumeMounts)
+	checkServesPlugin(t, []byte(cm.Data[AgentConfigKey]), ds)
 	sec := only[*corev1.Secret](t, objs, "correlator-token")
 	if len(sec.Data["token"]) < 32 {
 		t.Errorf("generated token is %d bytes, want at least 32", len(sec.Data["token"]))
@@ -54,6 +55,24 @@ func TestChartDefaults(t *testing.T) {
 		t.Error("no config checksum annotation: a config change would not roll the agents")
 	}
 	checkUninstallHook(t, objs, ds)
+}
+
+// checkServesPlugin: a default install answers `kubectl correlator`. The
+// agent accepts Kubernetes tokens (TokenReview, SubjectAccessReview: the
+// agent ClusterRole, checked by checkRBAC) with its service account's
+// token mounted.
+func checkServesPlugin(t *testing.T, config []byte, ds *appsv1.DaemonSet) {
+	t.Helper()
+	var cfg map[string]any
+	if err := yaml.Unmarshal(config, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg["auth-kubernetes"] != true {
+		t.Errorf("config auth-kubernetes = %#v, want true: kubectl correlator's tokens would be refused", cfg["auth-kubernetes"])
+	}
+	if a := ds.Spec.Template.Spec.AutomountServiceAccountToken; a != nil && !*a {
+		t.Error("the agent pod does not mount its service account token: it could not call TokenReview")
+	}
 }
 
 // chartValues is a values file switching every optional part on.

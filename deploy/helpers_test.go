@@ -3,7 +3,6 @@ package deploy
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -115,19 +114,10 @@ func kindName(o runtime.Object) string {
 	return o.GetObjectKind().GroupVersionKind().Kind + "/" + objectName(o)
 }
 
-// kubectl finds kubectl. Missing, the test skips, except under CI=true.
+// kubectl finds kubectl (testutil.Kubectl).
 func kubectl(t testing.TB) string {
 	t.Helper()
-	p, err := exec.LookPath("kubectl")
-	if err == nil {
-		return p
-	}
-	const reason = "kubectl not installed (Debian: apt-get install kubernetes-client)"
-	if testutil.InCI() {
-		t.Fatalf("%s; under CI=true a skip is a failure", reason)
-	}
-	t.Skip(reason)
-	return ""
+	return testutil.Kubectl(t)
 }
 
 func readFile(t testing.TB, path string) []byte {

@@ -64,14 +64,22 @@ func (t *tokenFiles) open(path string) (*authn.File, error) {
 // authenticator builds the API's authentication: the token file (tokens
 // may be nil), and with --auth-kubernetes, TokenReview and
 // SubjectAccessReview against the cluster the agent runs in (its service
-// account, in-cluster config).
-func (o *runOptions) authenticator(tokens *authn.File) (api.Authenticator, error) {
+// account, in-cluster config). The chart turns --auth-kubernetes on by
+// default; its config run outside any cluster (no KUBERNETES_SERVICE_HOST:
+// the demo, a laptop) serves the token file alone, with a warning. In a pod
+// the kubelet always sets it, so there a broken in-cluster config fails.
+func (o *runOptions) authenticator(tokens *authn.File, log zerolog.Logger) (api.Authenticator, error) {
 	var auths anyAuth
 	if tokens != nil {
 		auths = append(auths, api.NewTokenAuth(tokens))
 	}
 	if o.authKubernetes {
 		cfg, err := rest.InClusterConfig()
+		if errors.Is(err, rest.ErrNotInCluster) && tokens != nil {
+			log.Warn().Str("component", "auth").Err(err).
+				Msg("not in a cluster: --auth-kubernetes ignored, Kubernetes tokens are refused, the token file alone authenticates")
+			return auths[0], nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("configuring --auth-kubernetes: %w", err)
 		}

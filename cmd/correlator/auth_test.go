@@ -127,7 +127,7 @@ func TestSharedTokenRotation(t *testing.T) {
 		t.Fatal("the same file opened twice is two sources")
 	}
 	o := &runOptions{tokenFile: path}
-	apiAuth, err := o.authenticator(tf)
+	apiAuth, err := o.authenticator(tf, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,5 +190,35 @@ func TestTokenFilePolicy(t *testing.T) {
 		if _, err := newTokenFiles(zerolog.Nop()).open(path); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", name, err, tc.want)
 		}
+	}
+}
+
+// TestAuthKubernetesOutsideCluster: the chart's default --auth-kubernetes,
+// run where no cluster is (no KUBERNETES_SERVICE_HOST), serves the token
+// file alone; with no token file there is nothing to authenticate with.
+func TestAuthKubernetesOutsideCluster(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	const tok = "0123456789abcdef-outside"
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tf, err := newTokenFiles(zerolog.Nop()).open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &runOptions{tokenFile: path, authKubernetes: true}
+	a, err := o.authenticator(tf, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("with a token file: %v", err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/sessions", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	if _, err := a.Authenticate(req); err != nil {
+		t.Errorf("the token file's token refused: %v", err)
+	}
+	if _, err := (&runOptions{authKubernetes: true}).authenticator(nil, zerolog.Nop()); err == nil {
+		t.Error("--auth-kubernetes outside a cluster with no token file: want an error")
 	}
 }

@@ -31,11 +31,6 @@ var errPartial = errors.New("partial answer")
 // error, exit status 1, with each node's reason on stderr.
 var errNoAnswer = errors.New("no node answered")
 
-// isPluginName reports whether the binary runs as the kubectl plugin.
-func isPluginName(base string) bool {
-	return base == "kubectl-correlator" || base == "kubectl_correlator"
-}
-
 // kubectlOptions are the plugin's flags: kubectl's own (kubeconfig,
 // context, namespace, impersonation), how to find and ask the agents,
 // and Elasticsearch.
@@ -108,7 +103,7 @@ func (o *kubectlOptions) logger() zerolog.Logger {
 func (o *kubectlOptions) namespace() (string, error) {
 	ns, _, err := o.kube.Namespace()
 	if err != nil {
-		return "", fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
+		return "", o.kubeconfigError("reading the namespace from the kubeconfig", err)
 	}
 	return ns, nil
 }
@@ -137,7 +132,7 @@ func (o *kubectlOptions) source(ctx context.Context, stderr io.Writer) (source, 
 	}
 	rc, err := o.kube.ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+		return nil, o.kubeconfigError("loading the kubeconfig", err)
 	}
 	cfg := cluster.Config{Rest: rc, AgentNamespace: o.agentNamespace, AgentSelector: o.agentSelector,
 		AgentPort: o.agentPort, Concurrency: o.concurrency, NodeTimeout: o.nodeTimeout, Log: log}
@@ -207,12 +202,12 @@ func finish(stderr io.Writer, nodes int, fails []cluster.Failure) error {
 	return err
 }
 
-// newKubectlCmd is the plugin: `kubectl correlator ...` (use is its
-// name), also `correlator kubectl ...`.
-func newKubectlCmd(use string) *cobra.Command {
+// newKubectlCmd is the plugin: `kubectl correlator ...` (plugin), or
+// `correlator kubectl ...`.
+func newKubectlCmd(plugin bool) *cobra.Command {
 	o := &kubectlOptions{}
 	cmd := &cobra.Command{
-		Use:   use,
+		Use:   "kubectl",
 		Short: "Cluster-wide answers from correlator's node agents, through kube-apiserver with your kubeconfig",
 		Long: strings.TrimSpace(`
 Ask every correlator node agent through kube-apiserver's pod proxy, with
@@ -228,5 +223,6 @@ answer; they are listed on stderr and under "unreachable" in -o json/yaml),
 	}
 	o.addFlags(cmd.PersistentFlags())
 	cmd.AddCommand(newWhoCmd(o), newClusterSessionsCmd(o), newClusterSessionCmd(o), newAlertsCmd(o))
+	nameCommands(cmd, plugin)
 	return cmd
 }

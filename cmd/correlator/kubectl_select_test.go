@@ -22,7 +22,7 @@ func TestKubectlSelectorFlags(t *testing.T) {
 		{[]string{"who", "--selector", "=web"}, "parsing label selector"},
 		{[]string{"alerts", "-l", "app=web", "--elasticsearch", "http://127.0.0.1:1"}, errSelectorES.Error()},
 	} {
-		cmd := newKubectlCmd("kubectl-correlator")
+		cmd := newKubectlCmd(true)
 		var out, errb bytes.Buffer
 		cmd.SetOut(&out)
 		cmd.SetErr(&errb)
@@ -37,7 +37,7 @@ func TestKubectlSelectorFlags(t *testing.T) {
 	}
 	// Every listing command takes -l.
 	for _, name := range []string{"who", "sessions", "alerts"} {
-		c, _, err := newKubectlCmd("kubectl-correlator").Find([]string{name})
+		c, _, err := newKubectlCmd(true).Find([]string{name})
 		if err != nil || c.Flags().ShorthandLookup("l") == nil || !strings.Contains(c.Flags().Lookup("selector").Usage, "no longer exist") {
 			t.Errorf("%s: want -l/--selector saying deleted pods never match (%v)", name, err)
 		}

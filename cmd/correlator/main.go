@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -30,21 +29,7 @@ func (g *globalOptions) logger() zerolog.Logger {
 }
 
 func main() {
-	g := &globalOptions{}
-	root := &cobra.Command{
-		Use:           "correlator",
-		Short:         "Attribute commands run in Kubernetes pods to the users who ran them",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
-	root.AddCommand(newCaptureCmd(g), newAuditCmd(g), newSessionsCmd(), newSessionCmd(), newProcessesCmd(), newRunCmd(g),
-		newKubectlCmd("kubectl"), newBridgeCmd(g), newUninstallCmd(g))
-	name := "correlator"
-	// Installed as kubectl-correlator, the binary is the kubectl plugin.
-	if isPluginName(filepath.Base(os.Args[0])) {
-		root, name = newKubectlCmd("kubectl correlator"), "kubectl correlator"
-	}
+	root, name := newRootCmd(&globalOptions{}, os.Args[0], os.Args[1:], os.Getenv)
 	err := root.Execute()
 	switch {
 	case errors.Is(err, errPartial):
@@ -53,4 +38,26 @@ func main() {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
 	}
+}
+
+// newRootCmd is correlator's command tree, or the kubectl plugin's when
+// the binary runs as `kubectl correlator` (asPlugin); name prefixes its
+// errors.
+func newRootCmd(g *globalOptions, argv0 string, args []string, getenv func(string) string) (*cobra.Command, string) {
+	if plugin, pargs := asPlugin(argv0, args, getenv); plugin {
+		root := newKubectlCmd(true)
+		root.SetArgs(pargs)
+		return root, pluginDisplay
+	}
+	root := &cobra.Command{
+		Use:           "correlator",
+		Short:         "Attribute commands run in Kubernetes pods to the users who ran them",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
+	root.AddCommand(newCaptureCmd(g), newAuditCmd(g), newSessionsCmd(), newSessionCmd(), newProcessesCmd(), newRunCmd(g),
+		newKubectlCmd(false), newBridgeCmd(g), newUninstallCmd(g))
+	root.SetArgs(args)
+	return root, "correlator"
 }

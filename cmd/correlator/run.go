@@ -200,7 +200,7 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) (err error) {
 				return fmt.Errorf("opening --token-file: %w", err)
 			}
 		}
-		if auth, err = o.authenticator(apiTokens); err != nil {
+		if auth, err = o.authenticator(apiTokens, log); err != nil {
 			return err
 		}
 	}

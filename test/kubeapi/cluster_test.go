@@ -60,6 +60,7 @@ func startCluster(t *testing.T) *testCluster {
 	bindClusterRole(t, s, "pod-reader", proxier.name)
 	bindRole(t, s, "correlator", "correlator-responder", proxier.name)
 
+	shippedAuthKubernetes(t, s)
 	c := &testCluster{api: s}
 	c.agentA = startAgent(t, s, "node-a", nodeA())
 	c.agentB = startAgent(t, s, "node-b", nodeB())

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/execid/correlator/deploy"
 )
 
 // The shipped manifests, applied as they are to the real apiserver.
@@ -132,6 +134,26 @@ func bindClusterRole(t *testing.T, s *apiServer, role, user string) {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("binding ClusterRole %s to %s: %v", role, user, err)
+	}
+}
+
+// shippedAuthKubernetes reads the agents' config as applied (the shipped
+// ConfigMap, from the apiserver) and fails unless it accepts Kubernetes
+// tokens: the agents here review tokens because the shipped config says
+// so, not because the test turns it on.
+func shippedAuthKubernetes(t *testing.T, s *apiServer) {
+	t.Helper()
+	cm, err := s.client.CoreV1().ConfigMaps("correlator").Get(context.Background(), "correlator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading the applied ConfigMap: %v", err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(cm.Data[deploy.AgentConfigKey]), &cfg); err != nil {
+		t.Fatalf("decoding the applied agent config: %v", err)
+	}
+	if cfg["auth-kubernetes"] != true {
+		t.Fatalf("deploy/kubernetes's agent config has auth-kubernetes %#v, want true: "+
+			"a default install would refuse kubectl correlator's tokens", cfg["auth-kubernetes"])
 	}
 }
 
