@@ -62,20 +62,15 @@ static __always_inline __u32 put_slot(__u8 *tail, __u32 off, const struct id_slo
 }
 
 /*
- * fill_exec writes the fixed part and the tail's strings (filename, argv,
- * cgroup names) and returns the task's pid in its own pid namespace.
+ * fill_exec writes the fixed part of the frame and returns the task's pid
+ * in its own pid namespace; cg is the cgroup that names its container.
  */
 static __always_inline __u32 fill_exec(struct exec_buf *b, struct task_struct *p,
-				       struct linux_binprm *bprm)
+				       struct cgroup *cg)
 {
 	struct exec_event *ev = &b->ev;
 	struct task_struct *parent = p->real_parent;
-	struct mm_struct *mm = p->mm;
-	struct cgroup *cg = task_cgroup(p);
-	struct kernfs_node *kn = cg ? BPF_CORE_READ(cg, kn) : 0;
-	__u64 astart, aend, alen;
-	__u32 nr, off;
-	long n;
+	__u32 nr;
 
 	__builtin_memset(ev, 0, sizeof(*ev));
 	ev->hdr.kind = EVENT_KIND_EXEC;
@@ -88,6 +83,22 @@ static __always_inline __u32 fill_exec(struct exec_buf *b, struct task_struct *p
 	ev->uid = p->cred->uid.val;
 	task_ns_view(p, &ev->pidns, &ev->userns, &nr);
 	ev->cgroup_id = cgroup_id_of(cg);
+	return nr;
+}
+
+/*
+ * fill_strings writes the tail's strings (filename, argv, cgroup names),
+ * only for an exec that is sent: argv is read for nothing else.
+ */
+static __always_inline void fill_strings(struct exec_buf *b, struct task_struct *p,
+					 struct linux_binprm *bprm, struct cgroup *cg)
+{
+	struct exec_event *ev = &b->ev;
+	struct mm_struct *mm = p->mm;
+	struct kernfs_node *kn = cg ? BPF_CORE_READ(cg, kn) : 0;
+	__u64 astart, aend, alen;
+	__u32 off;
+	long n;
 
 	n = bpf_probe_read_kernel_str(b->tail, FILENAME_MAX_LEN, bprm->filename);
 	ev->filename_len = n > 0 ? n - 1 : 0;
@@ -107,7 +118,6 @@ static __always_inline __u32 fill_exec(struct exec_buf *b, struct task_struct *p
 	off = (off + ev->cgroup_len) & 2047; /* plus 127 */
 	if (kn)
 		ev->cgroup_parent_len = read_cgroup_name((char *)b->tail + off, kn_parent(kn));
-	return nr;
 }
 
 /* emit_exec appends the key slots that were filled and sends the frame. */
@@ -305,16 +315,19 @@ static __always_inline void inherit_lineage(struct task_struct *parent, struct t
  * it), carrying no lineage entry, in the host's pid namespace. The agent
  * holds a process only from its exec event or a keyed procfs bootstrap
  * (which gives it a lineage entry), so such an exit reaches nobody and is
- * not sent. Anything unsure (threads of a group whose leader went first,
- * tasks that predate the probe, containers) still sends its exit.
+ * not sent; nor is the exit of an image whose exec was out of scope, or of
+ * its forks that never exec'd (PLACE_FLAG_UNSENT, any thread, any pid
+ * namespace). Anything else unsure (threads of a group whose leader went
+ * first, tasks that predate the probe, containers) still sends its exit.
  */
 static __always_inline bool exit_unheard(struct task_struct *p)
 {
-	struct image_place *pl;
+	struct image_place *pl = bpf_task_storage_get(&image_places, p, 0, 0);
 
+	if (pl && (pl->flags & PLACE_FLAG_UNSENT))
+		return true; /* its exec was out of scope (scope.h) */
 	if (p->pid != p->tgid || !p->thread_pid || p->thread_pid->level != 0)
 		return false;
-	pl = bpf_task_storage_get(&image_places, p, 0, 0);
 	return pl && (pl->flags & PLACE_FLAG_NOT_EXECED);
 }
 
