@@ -47,19 +47,20 @@ int BPF_PROG(handle_exec, struct task_struct *p, int old_pid, struct linux_binpr
 	__u32 zero = 0;
 	struct exec_buf *b = bpf_map_lookup_elem(&exec_scratch, &zero);
 	struct scan_buf *buf = bpf_map_lookup_elem(&scan_scratch, &zero);
-	struct cgroup *cg = task_cgroup(p);
 	__u32 nr, found, argv;
 
 	if (!b || !buf)
 		return 0;
-	nr = fill_exec(b, p, cg);
+	nr = fill_exec(b, p);
 	judge_exec(&b->ev, p, nr);
-	found = scan_env(b, buf, p, bprm);
-	if (!found && !in_scope(cg, b->ev.tgid)) {
+	b->found = scan_env(b, buf, p, bprm);
+	if (!b->found && !in_scope(b->kn, b->ev.tgid)) {
 		skip_exec(p);
 		return 0;
 	}
-	fill_strings(b, p, bprm, cg);
+	/* Reloaded, so the verifier walks on with one state, not one per branch. */
+	found = b->found;
+	fill_strings(b, (__u64)BPF_CORE_READ(bprm, filename), p->mm->arg_start, p->mm->arg_end, b->kn);
 	argv = argv_claim(b);
 	resolve_lineage(b, found | argv, argv, p);
 	emit_exec(b);

@@ -63,13 +63,15 @@ static __always_inline __u32 put_slot(__u8 *tail, __u32 off, const struct id_slo
 
 /*
  * fill_exec writes the fixed part of the frame and returns the task's pid
- * in its own pid namespace; cg is the cgroup that names its container.
+ * in its own pid namespace. The container cgroup's kernfs node is kept in
+ * b->kn as a plain address: the ways task_cgroup finds it stay here
+ * instead of each walking the rest of the handler through the verifier.
  */
-static __always_inline __u32 fill_exec(struct exec_buf *b, struct task_struct *p,
-				       struct cgroup *cg)
+static __always_inline __u32 fill_exec(struct exec_buf *b, struct task_struct *p)
 {
 	struct exec_event *ev = &b->ev;
 	struct task_struct *parent = p->real_parent;
+	struct cgroup *cg = task_cgroup(p);
 	__u32 nr;
 
 	__builtin_memset(ev, 0, sizeof(*ev));
@@ -83,29 +85,35 @@ static __always_inline __u32 fill_exec(struct exec_buf *b, struct task_struct *p
 	ev->uid = p->cred->uid.val;
 	task_ns_view(p, &ev->pidns, &ev->userns, &nr);
 	ev->cgroup_id = cgroup_id_of(cg);
+	b->kn = (__u64)(cg ? BPF_CORE_READ(cg, kn) : 0);
 	return nr;
 }
 
 /*
  * fill_strings writes the tail's strings (filename, argv, cgroup names),
- * only for an exec that is sent: argv is read for nothing else.
+ * only for an exec that is sent: argv is read for nothing else. A global
+ * function, verified once on its own, since it runs after the environment
+ * scan, whose many ways out would each carry it through the verifier
+ * again; so it takes plain numbers (argv's bounds, the filename's and the
+ * kernfs node's addresses, read through probe reads). Returns 0, or -1
+ * without a buffer.
  */
-static __always_inline void fill_strings(struct exec_buf *b, struct task_struct *p,
-					 struct linux_binprm *bprm, struct cgroup *cg)
+__noinline int fill_strings(struct exec_buf *b, __u64 filename, __u64 astart, __u64 aend,
+			    __u64 kn_addr)
 {
-	struct exec_event *ev = &b->ev;
-	struct mm_struct *mm = p->mm;
-	struct kernfs_node *kn = cg ? BPF_CORE_READ(cg, kn) : 0;
-	__u64 astart, aend, alen;
+	struct kernfs_node *kn = (void *)kn_addr;
+	struct exec_event *ev;
+	__u64 alen;
 	__u32 off;
 	long n;
 
-	n = bpf_probe_read_kernel_str(b->tail, FILENAME_MAX_LEN, bprm->filename);
+	if (!b)
+		return -1;
+	ev = &b->ev;
+	n = bpf_probe_read_kernel_str(b->tail, FILENAME_MAX_LEN, (void *)filename);
 	ev->filename_len = n > 0 ? n - 1 : 0;
 	off = ev->filename_len & (FILENAME_MAX_LEN - 1);
 
-	astart = mm->arg_start;
-	aend = mm->arg_end;
 	alen = aend > astart ? aend - astart : 0;
 	if (alen > ARGV_MAX) {
 		alen = ARGV_MAX;
@@ -118,6 +126,7 @@ static __always_inline void fill_strings(struct exec_buf *b, struct task_struct 
 	off = (off + ev->cgroup_len) & 2047; /* plus 127 */
 	if (kn)
 		ev->cgroup_parent_len = read_cgroup_name((char *)b->tail + off, kn_parent(kn));
+	return 0;
 }
 
 /* emit_exec appends the key slots that were filled and sends the frame. */

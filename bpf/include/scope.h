@@ -28,34 +28,42 @@
 /* Set before load: non-zero sends every exec (--capture-scope=all). */
 const volatile __u32 scope_all = 0;
 
-/* in_pod reports whether cg or an ancestor is named kubepods*. */
-static __always_inline bool in_pod(struct cgroup *cg)
+/*
+ * pod_cgroup reports whether the kernfs node at kn_addr, or an ancestor, is
+ * named kubepods*. A global function, verified once on its own: inlined,
+ * each way out of the walk would carry its own verifier state through the
+ * rest of the exec handler. So kn comes as a plain address, read through
+ * probe reads.
+ */
+__noinline int pod_cgroup(__u64 kn_addr)
 {
-	struct kernfs_node *kn = cg ? BPF_CORE_READ(cg, kn) : 0;
+	struct kernfs_node *kn = (void *)kn_addr;
 
 	for (int i = 0; i < POD_CGROUP_DEPTH && kn; i++) {
 		char name[9] = {};
-		const char *p = BPF_CORE_READ(kn, name);
+		const char *p = 0;
 
+		bpf_core_read(&p, sizeof(p), &kn->name);
 		if (bpf_probe_read_kernel_str(name, sizeof(name), p) == sizeof(name) &&
 		    *(__u64 *)name == KUBEPODS)
-			return true;
+			return 1;
 		kn = kn_parent(kn);
 	}
-	return false;
+	return 0;
 }
 
 /*
  * in_scope decides an exec whose environment carries no key: sent when the
- * scope is all, when it inherited lineage, or when it runs in a pod.
+ * scope is all, when it inherited lineage, or when it runs in a pod (kn:
+ * its container cgroup's kernfs node).
  */
-static __always_inline bool in_scope(struct cgroup *cg, __u32 tgid)
+static __always_inline bool in_scope(__u64 kn, __u32 tgid)
 {
 	if (scope_all)
 		return true;
 	if (bpf_map_lookup_elem(&lineage_map, &tgid))
 		return true; /* an inherited session, even a stale one: resolve decides */
-	return in_pod(cg);
+	return pod_cgroup(kn);
 }
 
 /*

@@ -46,6 +46,8 @@ type correlatorExecBuf struct {
 	Tail    [5120]uint8
 	Ids     [4]correlatorIdSlot
 	Claimed [4]correlatorIdSlot
+	Found   uint64
+	Kn      uint64
 }
 
 type correlatorExecEvent struct {
