@@ -54,7 +54,7 @@ int BPF_PROG(handle_exec, struct task_struct *p, int old_pid, struct linux_binpr
 	nr = fill_exec(b, p);
 	judge_exec(&b->ev, p, nr);
 	b->found = scan_env(b, buf, p, bprm);
-	if (!b->found && !in_scope(b->kn, b->ev.tgid)) {
+	if (!b->found && !in_scope(&b->ev, b->kn, b->ev.tgid)) {
 		skip_exec(p);
 		return 0;
 	}

@@ -54,13 +54,15 @@ __noinline int pod_cgroup(__u64 kn_addr)
 
 /*
  * in_scope decides an exec whose environment carries no key: sent when the
- * scope is all, when it inherited lineage, or when it runs in a pod (kn:
- * its container cgroup's kernfs node).
+ * scope is all, when the scan could not finish, when it inherited lineage,
+ * or when it runs in a pod (kn: its container cgroup's kernfs node).
  */
-static __always_inline bool in_scope(__u64 kn, __u32 tgid)
+static __always_inline bool in_scope(const struct exec_event *ev, __u64 kn, __u32 tgid)
 {
 	if (scope_all)
 		return true;
+	if (ev->flags & (EVENT_FLAG_SCAN_TRUNCATED | EVENT_FLAG_SCAN_ERROR))
+		return true; /* a scan that did not finish proves no key absent */
 	if (bpf_map_lookup_elem(&lineage_map, &tgid))
 		return true; /* an inherited session, even a stale one: resolve decides */
 	return pod_cgroup(kn);
