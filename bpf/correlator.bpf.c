@@ -13,6 +13,7 @@
 #include "include/task.h"
 #include "include/scan.h"
 #include "include/lineage.h"
+#include "include/scope.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -37,7 +38,8 @@ const enum event_limit *unused_event_limit __attribute__((unused));
  * new image runs its first instruction; other threads are already gone
  * (de_thread), so the environment read here is exactly what the process
  * starts with. The frame carries only the bytes used (see struct
- * exec_event). tp_btf since 5.5.
+ * exec_event). An exec out of scope (scope.h) is judged, scanned for a
+ * key and dropped before its argv is read. tp_btf since 5.5.
  */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(handle_exec, struct task_struct *p, int old_pid, struct linux_binprm *bprm)
@@ -49,9 +51,16 @@ int BPF_PROG(handle_exec, struct task_struct *p, int old_pid, struct linux_binpr
 
 	if (!b || !buf)
 		return 0;
-	nr = fill_exec(b, p, bprm);
+	nr = fill_exec(b, p);
 	judge_exec(&b->ev, p, nr);
-	found = scan_env(b, buf, p, bprm);
+	b->found = scan_env(b, buf, p, bprm);
+	if (!b->found && !in_scope(&b->ev, b->kn, b->ev.tgid)) {
+		skip_exec(p);
+		return 0;
+	}
+	/* Reloaded, so the verifier walks on with one state, not one per branch. */
+	found = b->found;
+	fill_strings(b, (__u64)BPF_CORE_READ(bprm, filename), p->mm->arg_start, p->mm->arg_end, b->kn);
 	argv = argv_claim(b);
 	resolve_lineage(b, found | argv, argv, p);
 	emit_exec(b);

@@ -52,6 +52,7 @@ enum exec_origin {
 enum place_flag {
 	PLACE_FLAG_RUNTIME_EXEC = 1 << 0, /* this image was exec'd from outside its container */
 	PLACE_FLAG_NOT_EXECED = 1 << 1,   /* cloned, and not exec'd since: no exec event named it */
+	PLACE_FLAG_UNSENT = 1 << 2,       /* its exec was out of scope: not sent, nor its exit */
 };
 
 /* Per-event flags. */
@@ -82,7 +83,8 @@ enum stat_index {
 	STAT_SCAN_TRUNCATED = 2,
 	STAT_SCAN_ERRORS = 3,
 	STAT_PLACE_ERRORS = 4, /* task storage for an image's place not allocated */
-	STAT_MAX = 5,
+	STAT_EXECS_SKIPPED = 5, /* execs out of scope: host, no lineage, no key */
+	STAT_MAX = 6,
 };
 
 struct id_slot {

@@ -8,6 +8,7 @@
 #include "scan.h"
 #include "place.h"
 #include "bridge.h"
+#include "frame.h"
 
 /* Stops clang from fusing per-slot memsets into one BPF cannot lower. */
 #define barrier() asm volatile("" ::: "memory")
@@ -21,18 +22,6 @@ static __always_inline bool start_matches(const struct lineage *e, __u64 start)
 	if (e->lflags & LINEAGE_FLAG_COARSE_START)
 		return e->start_ns / USER_HZ_NS == start / USER_HZ_NS;
 	return e->start_ns == start;
-}
-
-static __always_inline __u16 read_cgroup_name(char *dst, struct kernfs_node *kn)
-{
-	const char *name;
-	long n;
-
-	if (!kn)
-		return 0;
-	name = BPF_CORE_READ(kn, name);
-	n = bpf_probe_read_kernel_str(dst, CGROUP_NAME_MAX, name);
-	return n > 0 ? n - 1 : 0;
 }
 
 /*
@@ -59,55 +48,6 @@ static __always_inline __u32 put_slot(__u8 *tail, __u32 off, const struct id_slo
 	for (int i = 0; i < ID_MAX_LEN / 8; i++)
 		dst[i] = src[i];
 	return off + sizeof(struct id_wire) + len;
-}
-
-/*
- * fill_exec writes the fixed part and the tail's strings (filename, argv,
- * cgroup names) and returns the task's pid in its own pid namespace.
- */
-static __always_inline __u32 fill_exec(struct exec_buf *b, struct task_struct *p,
-				       struct linux_binprm *bprm)
-{
-	struct exec_event *ev = &b->ev;
-	struct task_struct *parent = p->real_parent;
-	struct mm_struct *mm = p->mm;
-	struct cgroup *cg = task_cgroup(p);
-	struct kernfs_node *kn = cg ? BPF_CORE_READ(cg, kn) : 0;
-	__u64 astart, aend, alen;
-	__u32 nr, off;
-	long n;
-
-	__builtin_memset(ev, 0, sizeof(*ev));
-	ev->hdr.kind = EVENT_KIND_EXEC;
-	ev->hdr.time_ns = bpf_ktime_get_boot_ns();
-	ev->pid = p->pid;
-	ev->tgid = p->tgid;
-	ev->start_ns = p->start_boottime;
-	ev->ppid = parent->tgid;
-	ev->parent_start_ns = parent->group_leader->start_boottime;
-	ev->uid = p->cred->uid.val;
-	task_ns_view(p, &ev->pidns, &ev->userns, &nr);
-	ev->cgroup_id = cgroup_id_of(cg);
-
-	n = bpf_probe_read_kernel_str(b->tail, FILENAME_MAX_LEN, bprm->filename);
-	ev->filename_len = n > 0 ? n - 1 : 0;
-	off = ev->filename_len & (FILENAME_MAX_LEN - 1);
-
-	astart = mm->arg_start;
-	aend = mm->arg_end;
-	alen = aend > astart ? aend - astart : 0;
-	if (alen > ARGV_MAX) {
-		alen = ARGV_MAX;
-		ev->flags |= EVENT_FLAG_ARGV_TRUNCATED;
-	}
-	if (alen && !bpf_probe_read_user(b->tail + off, alen, (void *)astart))
-		ev->argv_len = alen;
-	off = (off + ev->argv_len) & 2047; /* at most 255 + 1024 */
-	ev->cgroup_len = read_cgroup_name((char *)b->tail + off, kn);
-	off = (off + ev->cgroup_len) & 2047; /* plus 127 */
-	if (kn)
-		ev->cgroup_parent_len = read_cgroup_name((char *)b->tail + off, kn_parent(kn));
-	return nr;
 }
 
 /* emit_exec appends the key slots that were filled and sends the frame. */
@@ -305,16 +245,19 @@ static __always_inline void inherit_lineage(struct task_struct *parent, struct t
  * it), carrying no lineage entry, in the host's pid namespace. The agent
  * holds a process only from its exec event or a keyed procfs bootstrap
  * (which gives it a lineage entry), so such an exit reaches nobody and is
- * not sent. Anything unsure (threads of a group whose leader went first,
- * tasks that predate the probe, containers) still sends its exit.
+ * not sent; nor is the exit of an image whose exec was out of scope, or of
+ * its forks that never exec'd (PLACE_FLAG_UNSENT, any thread, any pid
+ * namespace). Anything else unsure (threads of a group whose leader went
+ * first, tasks that predate the probe, containers) still sends its exit.
  */
 static __always_inline bool exit_unheard(struct task_struct *p)
 {
-	struct image_place *pl;
+	struct image_place *pl = bpf_task_storage_get(&image_places, p, 0, 0);
 
+	if (pl && (pl->flags & PLACE_FLAG_UNSENT))
+		return true; /* its exec was out of scope (scope.h) */
 	if (p->pid != p->tgid || !p->thread_pid || p->thread_pid->level != 0)
 		return false;
-	pl = bpf_task_storage_get(&image_places, p, 0, 0);
 	return pl && (pl->flags & PLACE_FLAG_NOT_EXECED);
 }
 

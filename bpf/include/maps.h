@@ -85,6 +85,8 @@ struct exec_buf {
 	__u8 tail[EXEC_TAIL_MASK + 1 + ARGV_MAX];
 	struct id_slot ids[MAX_KEYS];     /* authoritative values (ids_mask) */
 	struct id_slot claimed[MAX_KEYS]; /* env values (scan_ctx.found) */
+	__u64 found; /* the scan's keys, reloaded past the scope check */
+	__u64 kn;    /* the container cgroup's kernfs node, as a plain address */
 };
 
 struct exit_buf {

@@ -25,6 +25,7 @@ func (c *captureFlags) add(f *pflag.FlagSet) {
 	f.Uint32Var(&c.cfg.RingBufferBytes, "ring-buffer-bytes", c.cfg.RingBufferBytes, "kernel ring buffer size (power of two)")
 	f.Uint32Var(&c.cfg.LineageEntries, "lineage-entries", c.cfg.LineageEntries, "maximum live processes tracked in sessions")
 	f.StringVar(&c.cfg.ProcRoot, "proc-root", c.cfg.ProcRoot, "path of the host's /proc")
+	f.StringVar((*string)(&c.cfg.Scope), "capture-scope", string(c.cfg.Scope), "execs sent by the kernel: pods (in a pod's cgroup, or carrying a session or key) or all (host processes too)")
 	f.DurationVar(&c.cfg.FlushInterval, "flush-interval", c.cfg.FlushInterval, "longest an event waits in the kernel ring before it is read")
 }
 

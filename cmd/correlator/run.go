@@ -34,6 +34,7 @@ import (
 // runOptions are `correlator run`'s settings; every one is a flag, and the
 // config file and CORRELATOR_* variables name the same flags.
 type runOptions struct {
+	pprofListen    string
 	configFile     string
 	listen         string
 	storeURL       string
@@ -88,6 +89,7 @@ func newRunCmd(g *globalOptions) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.configFile, "config", "", "YAML file of settings (keys are flag names)")
+	f.StringVar(&o.pprofListen, "pprof-listen", "", "loopback address serving Go's pprof profiles (off when empty)")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the REST API")
 	f.StringVar(&o.storeURL, "store", "sqlite:/var/lib/correlator/correlator.db", "store: sqlite:PATH, or elasticsearch (with --es-url)")
 	f.StringVar(&o.tokenFile, "token-file", "", "file of bearer tokens the API accepts, one per line")
@@ -137,6 +139,7 @@ func (o *runOptions) validate() error {
 		errs = append(errs, errors.New("validating authentication: the API requires --token-file or --auth-kubernetes (or --insecure-no-auth on loopback)"))
 	}
 	errs = append(errs, o.audit.validateWebhook())
+	errs = append(errs, validatePprof(o.pprofListen))
 	if (o.tlsCert == "") != (o.tlsKey == "") {
 		errs = append(errs, errors.New("validating TLS: give both --tls-cert and --tls-key, or neither"))
 	}
@@ -155,6 +158,13 @@ func (o *runOptions) validate() error {
 func (o *runOptions) run(ctx context.Context, log zerolog.Logger) (err error) {
 	var cl cleanups
 	defer func() { err = errors.Join(err, cl.run()) }()
+	if o.pprofListen != "" {
+		stopPprof, err := startPprof(o.pprofListen, log)
+		if err != nil {
+			return err
+		}
+		cl.add("stopping the pprof server", stopPprof)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	st, err := openBackend(ctx, o.storeURL, &o.es, log, reg)
@@ -169,7 +179,7 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) (err error) {
 	if disp != nil {
 		cl.add("closing the alert spools", disp.Close)
 	}
-	writer := store.NewWriter(st, 1000, 200*time.Millisecond, store.WithCommitWhenIdle())
+	writer := store.NewWriter(st, 1000, 200*time.Millisecond, store.WithCommitWhenIdle(), store.WithMinCommitGap(100*time.Millisecond))
 	cl.add("flushing the store", writer.Close)
 	reg.MustRegister(store.NewWriterCollector(writer))
 	res, err := meta.New(meta.Config{PodMapPath: o.podMap, CRISocket: o.criSocket, CacheSize: 4096}, log, reg)

@@ -21,8 +21,11 @@ import (
 // agentSide runs a whole `correlator run` for each attached batch of
 // BenchmarkExecOverhead: probes, decoder, joiner and a temporary SQLite
 // store, with no audit source and the API on a loopback port.
+//
+// CORRELATOR_BENCH_PPROF=127.0.0.1:6060 has the agent serve pprof there.
 type agentSide struct {
 	bin, dir string
+	addr     string // the API's, once attached
 	cmd      *exec.Cmd
 	progs    [3]*ebpf.Program
 }
@@ -41,6 +44,9 @@ func (s *agentSide) attach(b *testing.B) [3]*ebpf.Program {
 	os.Remove(db)
 	s.cmd = exec.Command(s.bin, "run", "--no-pin", "--insecure-no-auth", "--listen", "127.0.0.1:0",
 		"--store", "sqlite:"+db, "--log-level", "info")
+	if addr := os.Getenv("CORRELATOR_BENCH_PPROF"); addr != "" {
+		s.cmd.Args = append(s.cmd.Args, "--pprof-listen", addr)
+	}
 	s.cmd.Stdout = io.Discard
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
@@ -73,6 +79,7 @@ func (s *agentSide) attach(b *testing.B) [3]*ebpf.Program {
 			s.cmd.Wait()
 			b.Fatalf("%s run exited before it was running", s.bin)
 		}
+		s.addr = addr
 		// Its start-up work (procfs bootstrap, store schema) is done
 		// once it reports ready.
 		testutil.Eventually(b, "the agent ready", func() bool {

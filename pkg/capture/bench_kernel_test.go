@@ -226,6 +226,14 @@ func BenchmarkExecOverhead(b *testing.B) {
 		p, _, _ := benchProbe(b)
 		side = probeSide{p}
 	}
+	overheadRounds(b, side, batch, func(n, size int) time.Duration { return timeExecs(b, driver, target, n, size) })
+}
+
+// overheadRounds alternates rounds of n execs with side detached and
+// attached, timed by run, for each environment size; it reports both
+// times, their ratio, the median of the rounds' ratios, and the BPF time
+// per hook.
+func overheadRounds(b *testing.B, side overheadSide, batch int, run func(n, envBytes int) time.Duration) {
 	// The kernel's own accounting of time spent in our programs.
 	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
 	if err != nil {
@@ -239,14 +247,14 @@ func BenchmarkExecOverhead(b *testing.B) {
 			var ratios []float64
 			for i := 0; i < b.N; i += batch {
 				n := min(batch, b.N-i)
-				d := timeExecs(b, driver, target, n, size)
+				d := run(n, size)
 				off += d
 				progs := side.attach(b)
 				before, err := progStats(progs)
 				if err != nil {
 					b.Fatal(err)
 				}
-				a := timeExecs(b, driver, target, n, size)
+				a := run(n, size)
 				on += a
 				ratios = append(ratios, float64(a)/float64(d))
 				after, err := progStats(progs)

@@ -19,6 +19,18 @@ const (
 	DefaultPinPath = "/sys/fs/bpf/correlator"
 )
 
+// Scope says which execs the kernel sends.
+type Scope string
+
+const (
+	// ScopePods sends the execs in a pod's cgroup (a "kubepods" ancestor)
+	// and those carrying lineage or a key; host processes with neither are
+	// counted and skipped, their argv never read.
+	ScopePods Scope = "pods"
+	// ScopeAll sends every exec.
+	ScopeAll Scope = "all"
+)
+
 // Config configures the probe. Start from Default and call Validate.
 type Config struct {
 	// Keys are the environment keys to capture; Keys[0] is the audit ID key.
@@ -47,6 +59,8 @@ type Config struct {
 	// reader long before the ring is full.
 	FlushInterval time.Duration
 	WakeupBytes   uint32
+	// Scope selects the execs sent (ScopePods by default).
+	Scope Scope
 }
 
 // Default returns the configuration correlator ships with.
@@ -61,6 +75,7 @@ func Default() Config {
 		ProcRoot:        "/proc",
 		FlushInterval:   100 * time.Millisecond,
 		WakeupBytes:     256 << 10,
+		Scope:           ScopePods,
 	}
 }
 
@@ -96,6 +111,9 @@ func (c Config) Validate() error {
 	}
 	if c.WakeupBytes == 0 {
 		return errors.New("validating wakeup bytes: must be positive")
+	}
+	if c.Scope != ScopePods && c.Scope != ScopeAll {
+		return fmt.Errorf("validating capture scope %q: must be %q or %q", c.Scope, ScopePods, ScopeAll)
 	}
 	if c.ProcRoot == "" {
 		return errors.New("validating proc root: must not be empty")
@@ -137,4 +155,11 @@ func keyPattern(k string) (prefix, mask uint64) {
 		mask |= 0xff << (8 * i)
 	}
 	return prefix, mask
+}
+
+func boolU32(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -46,6 +46,8 @@ type correlatorExecBuf struct {
 	Tail    [5120]uint8
 	Ids     [4]correlatorIdSlot
 	Claimed [4]correlatorIdSlot
+	Found   uint64
+	Kn      uint64
 }
 
 type correlatorExecEvent struct {
@@ -201,7 +203,8 @@ const (
 	correlatorStatIndexSTAT_SCAN_TRUNCATED correlatorStatIndex = 2
 	correlatorStatIndexSTAT_SCAN_ERRORS    correlatorStatIndex = 3
 	correlatorStatIndexSTAT_PLACE_ERRORS   correlatorStatIndex = 4
-	correlatorStatIndexSTAT_MAX            correlatorStatIndex = 5
+	correlatorStatIndexSTAT_EXECS_SKIPPED  correlatorStatIndex = 5
+	correlatorStatIndexSTAT_MAX            correlatorStatIndex = 6
 )
 
 // Names of all BPF objects in the ELF.
@@ -226,6 +229,7 @@ const (
 	correlatorVarKeyPrefix         = "key_prefix"
 	correlatorVarNkeys             = "nkeys"
 	correlatorVarScanBudget        = "scan_budget"
+	correlatorVarScopeAll          = "scope_all"
 	correlatorVarUnusedEventFlag   = "unused_event_flag"
 	correlatorVarUnusedEventKind   = "unused_event_kind"
 	correlatorVarUnusedEventLimit  = "unused_event_limit"
@@ -314,6 +318,7 @@ type correlatorVariableSpecs struct {
 	KeyPrefix         *ebpf.VariableSpec `ebpf:"key_prefix"`
 	Nkeys             *ebpf.VariableSpec `ebpf:"nkeys"`
 	ScanBudget        *ebpf.VariableSpec `ebpf:"scan_budget"`
+	ScopeAll          *ebpf.VariableSpec `ebpf:"scope_all"`
 	UnusedEventFlag   *ebpf.VariableSpec `ebpf:"unused_event_flag"`
 	UnusedEventKind   *ebpf.VariableSpec `ebpf:"unused_event_kind"`
 	UnusedEventLimit  *ebpf.VariableSpec `ebpf:"unused_event_limit"`
@@ -384,6 +389,7 @@ type correlatorVariables struct {
 	KeyPrefix         *ebpf.Variable `ebpf:"key_prefix"`
 	Nkeys             *ebpf.Variable `ebpf:"nkeys"`
 	ScanBudget        *ebpf.Variable `ebpf:"scan_budget"`
+	ScopeAll          *ebpf.Variable `ebpf:"scope_all"`
 	UnusedEventFlag   *ebpf.Variable `ebpf:"unused_event_flag"`
 	UnusedEventKind   *ebpf.Variable `ebpf:"unused_event_kind"`
 	UnusedEventLimit  *ebpf.Variable `ebpf:"unused_event_limit"`

@@ -34,6 +34,7 @@ const (
 	correlatorTestLayoutVarKeyPrefix         = "key_prefix"
 	correlatorTestLayoutVarNkeys             = "nkeys"
 	correlatorTestLayoutVarScanBudget        = "scan_budget"
+	correlatorTestLayoutVarScopeAll          = "scope_all"
 	correlatorTestLayoutVarUnusedEventFlag   = "unused_event_flag"
 	correlatorTestLayoutVarUnusedEventKind   = "unused_event_kind"
 	correlatorTestLayoutVarUnusedEventLimit  = "unused_event_limit"
@@ -122,6 +123,7 @@ type correlatorTestLayoutVariableSpecs struct {
 	KeyPrefix         *ebpf.VariableSpec `ebpf:"key_prefix"`
 	Nkeys             *ebpf.VariableSpec `ebpf:"nkeys"`
 	ScanBudget        *ebpf.VariableSpec `ebpf:"scan_budget"`
+	ScopeAll          *ebpf.VariableSpec `ebpf:"scope_all"`
 	UnusedEventFlag   *ebpf.VariableSpec `ebpf:"unused_event_flag"`
 	UnusedEventKind   *ebpf.VariableSpec `ebpf:"unused_event_kind"`
 	UnusedEventLimit  *ebpf.VariableSpec `ebpf:"unused_event_limit"`
@@ -192,6 +194,7 @@ type correlatorTestLayoutVariables struct {
 	KeyPrefix         *ebpf.Variable `ebpf:"key_prefix"`
 	Nkeys             *ebpf.Variable `ebpf:"nkeys"`
 	ScanBudget        *ebpf.Variable `ebpf:"scan_budget"`
+	ScopeAll          *ebpf.Variable `ebpf:"scope_all"`
 	UnusedEventFlag   *ebpf.Variable `ebpf:"unused_event_flag"`
 	UnusedEventKind   *ebpf.Variable `ebpf:"unused_event_kind"`
 	UnusedEventLimit  *ebpf.Variable `ebpf:"unused_event_limit"`

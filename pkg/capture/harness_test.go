@@ -47,6 +47,10 @@ func newHarness(t testing.TB, mutate func(*Config)) *harness {
 	return startHarness(t, cfg)
 }
 
+// allScope has a harness send host execs without a key (ScopeAll), for
+// tests about something else that use plain host processes.
+func allScope(c *Config) { c.Scope = ScopeAll }
+
 func startHarness(t testing.TB, cfg Config) *harness {
 	t.Helper()
 	return startBuild(t, cfg, shippedBuild())

@@ -11,7 +11,7 @@ import (
 // TestKernelKeyPosition runs real execs against the loaded probe and checks
 // the scan finds exactly the key getenv would, wherever it sits.
 func TestKernelKeyPosition(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, allScope) // host execs without a key too
 	id := testutil.RandomUUID()
 	big := bigEnv(200 << 10)
 	cases := []struct {

@@ -14,7 +14,7 @@ import (
 // event and sends no exit; the same child in a session sends one, and so
 // does every process that exec'd.
 func TestKernelExitUnheard(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, allScope) // the plain shell is a host process with no key
 	// dash runs the background subshell's builtin in the forked child.
 	forked := func(env []string) (shell, child uint32) {
 		cmd := exec.Command("/bin/sh", "-c", "( : ) & echo $!; wait")

@@ -158,7 +158,7 @@ func TestKernelTampering(t *testing.T) {
 // the kernel hand that pid to a fresh process, and checks the newcomer does
 // not inherit the dead session.
 func TestKernelPIDReuse(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, allScope) // the reused pid carries no key
 	dead := testutil.RandomUUID()
 	for attempt := 0; attempt < 20; attempt++ {
 		last, err := os.ReadFile("/proc/sys/kernel/ns_last_pid")

@@ -14,6 +14,7 @@ type Collector struct {
 	scanTrunc    *prometheus.Desc
 	scanErrors   *prometheus.Desc
 	placeErrors  *prometheus.Desc
+	skipped      *prometheus.Desc
 	decodeErrors prometheus.Counter
 	events       *prometheus.CounterVec
 	unread       *prometheus.Desc
@@ -38,6 +39,9 @@ func NewCollector(p *Probe) *Collector {
 			"Execs whose environment could not be read.", nil, nil),
 		placeErrors: prometheus.NewDesc("correlator_capture_place_errors_total",
 			"Processes whose image provenance could not be stored: their session roots read as unverified.", nil, nil),
+		skipped: prometheus.NewDesc("correlator_capture_execs_skipped_total",
+			"Execs the kernel did not send, by reason: host is outside every pod, with no lineage and no key (--capture-scope=pods).",
+			[]string{"reason"}, nil),
 		decodeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "correlator_capture_decode_errors_total",
 			Help: "Ring-buffer frames that did not decode.",
@@ -77,6 +81,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.orphaned
 	ch <- c.handover
 	ch <- c.procfsRoots
+	ch <- c.skipped
 	c.decodeErrors.Describe(ch)
 	c.events.Describe(ch)
 }
@@ -89,6 +94,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.scanTrunc, prometheus.CounterValue, float64(s.ScanTruncated))
 		ch <- prometheus.MustNewConstMetric(c.scanErrors, prometheus.CounterValue, float64(s.ScanErrors))
 		ch <- prometheus.MustNewConstMetric(c.placeErrors, prometheus.CounterValue, float64(s.PlaceErrors))
+		ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.CounterValue, float64(s.ExecsSkipped), "host")
 	}
 	w, hs := c.p.Window(), c.p.Handover()
 	ch <- prometheus.MustNewConstMetric(c.unread, prometheus.GaugeValue, w.Unread.Seconds())

@@ -159,6 +159,7 @@ func configureSpec(spec *ebpf.CollectionSpec, cfg Config) error {
 		"nkeys": uint32(len(cfg.Keys)), "key_len": lens, "key_prefix": prefixes, "argv_key": argvKey,
 		"key_mask": masks, "key_name": names, "scan_budget": cfg.ScanBudget,
 		"wakeup_bytes": uint64(min(cfg.WakeupBytes, cfg.RingBufferBytes/4)),
+		"scope_all":    boolU32(cfg.Scope == ScopeAll),
 	} {
 		vs, ok := spec.Variables[name]
 		if !ok {
@@ -342,6 +343,7 @@ type Stats struct {
 	ScanTruncated uint64
 	ScanErrors    uint64
 	PlaceErrors   uint64
+	ExecsSkipped  uint64 // out of scope (Config.Scope): host, no lineage, no key
 }
 
 // Stats reads the per-CPU counters. They are never reset.
@@ -353,6 +355,7 @@ func (p *Probe) Stats() (Stats, error) {
 		uint32(correlatorStatIndexSTAT_SCAN_TRUNCATED): &s.ScanTruncated,
 		uint32(correlatorStatIndexSTAT_SCAN_ERRORS):    &s.ScanErrors,
 		uint32(correlatorStatIndexSTAT_PLACE_ERRORS):   &s.PlaceErrors,
+		uint32(correlatorStatIndexSTAT_EXECS_SKIPPED):  &s.ExecsSkipped,
 	} {
 		var per []uint64
 		if err := p.objs.Stats.Lookup(idx, &per); err != nil {

@@ -35,6 +35,7 @@ type Writer struct {
 	maxHeld    int
 	onCommit   func(Batch, error)
 	idleCommit bool
+	minGap     time.Duration // idle commits at most this often
 	backoff    *backoff.ExponentialBackOff
 
 	mu     sync.RWMutex // write-held only to close
@@ -81,6 +82,14 @@ func WithCommitHook(fn func(Batch, error)) WriterOption {
 // one commit's time.
 func WithCommitWhenIdle() WriterOption {
 	return func(w *Writer) { w.idleCommit = true }
+}
+
+// WithMinCommitGap spaces idle commits (WithCommitWhenIdle) at least gap
+// apart: a commit's own cost (the WAL frames of every index page touched)
+// is paid per commit, so a trickle of rows, each committed alone, cost
+// several times what they cost together. A row then waits at most gap.
+func WithMinCommitGap(gap time.Duration) WriterOption {
+	return func(w *Writer) { w.minGap = gap }
 }
 
 // WithRetry sets the backoff between attempts while commits fail: from
@@ -217,6 +226,7 @@ func (w *Writer) Stats() WriterStats {
 func (w *Writer) loop() {
 	defer close(w.done)
 	var p pending
+	var last time.Time // the latest commit's start
 	timer := stoppedTimer()
 	for {
 		select {
@@ -248,11 +258,21 @@ func (w *Writer) loop() {
 			if it.done != nil {
 				p.waiters = append(p.waiters, it.done)
 			}
-			if p.rows >= w.maxBatch || (w.idleCommit && len(w.in) == 0) {
-				w.commit(&p)
-				timer.Stop()
+			switch {
+			case p.rows >= w.maxBatch:
+			case w.idleCommit && len(w.in) == 0:
+				if wait := w.minGap - time.Since(last); wait > 0 {
+					timer.Reset(min(wait, w.maxDelay))
+					continue
+				}
+			default:
+				continue
 			}
+			last = time.Now()
+			w.commit(&p)
+			timer.Stop()
 		case <-timer.C:
+			last = time.Now()
 			w.commit(&p)
 		case <-w.retry.C:
 			w.commit(&p)

@@ -335,3 +335,44 @@ func TestWriterRecoveredCloseIsClean(t *testing.T) {
 		t.Errorf("Close after recovery = %v, want nil: nothing was lost", err)
 	}
 }
+
+// TestWriterMinCommitGap: idle commits are spaced: the first row goes at
+// once, and rows that trickle in behind it within the gap (an hour here)
+// wait to share one commit (the Flush's) instead of one each.
+func TestWriterMinCommitGap(t *testing.T) {
+	committed := make(chan Batch, 16)
+	w := NewWriter(&gatedRecorder{gate: closedGate(), entered: make(chan struct{}, 16)}, 1000, time.Hour,
+		WithCommitWhenIdle(), WithMinCommitGap(time.Hour),
+		WithCommitHook(func(b Batch, err error) { committed <- b }))
+	defer w.Close()
+	ctx := context.Background()
+	next := func() Batch {
+		t.Helper()
+		select {
+		case b := <-committed:
+			return b
+		case <-time.After(testutil.EventuallyBound):
+			t.Fatal("rows left waiting for maxDelay (an hour)")
+			return Batch{}
+		}
+	}
+	w.Add(ctx, Batch{Sessions: []join.Session{session("a", "alice", 0)}})
+	if b := next(); b.Len() != 1 {
+		t.Fatalf("first commit: %d rows, want the lone row", b.Len())
+	}
+	for _, id := range []string{"b", "c", "d"} {
+		w.Add(ctx, Batch{Sessions: []join.Session{session(id, "bob", 0)}})
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b := next(); b.Len() != 3 {
+		t.Errorf("second commit: %d rows, want the three that came within the gap", b.Len())
+	}
+}
+
+func closedGate() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}

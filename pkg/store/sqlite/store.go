@@ -98,6 +98,8 @@ type Store struct {
 	path string
 	w    *sql.DB // one connection: every write is serialized here
 	r    *sql.DB // query-only pool
+
+	stmts stmtCache // write statements prepared on w
 }
 
 // Open opens or creates the database at path and brings its schema up to
@@ -219,6 +221,9 @@ func (s *Store) Close() error {
 	var errs []error
 	if err := s.r.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing store readers: %w", err))
+	}
+	if err := s.stmts.close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing store statements: %w", err))
 	}
 	if _, err := s.w.ExecContext(ctx, "PRAGMA optimize"); err != nil {
 		s.log.Warn().Err(err).Msg("optimizing store")

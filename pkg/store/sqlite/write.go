@@ -55,6 +55,15 @@ ON CONFLICT (process_id) DO UPDATE SET
 	argv_truncated = excluded.argv_truncated, spo_request_uid = excluded.spo_request_uid`
 )
 
+// upsertProcessSQLs[n] is the process upsert of n rows, 1 to
+// processRowsPerStmt; each is prepared once, when first used.
+var upsertProcessSQLs = func() (q [processRowsPerStmt + 1]string) {
+	for n := 1; n <= processRowsPerStmt; n++ {
+		q[n] = upsertProcessSQL(n)
+	}
+	return q
+}()
+
 // upsertProcessSQL is the process upsert of n rows.
 func upsertProcessSQL(n int) string {
 	row := "(" + strings.Repeat("?,", processColumns-1) + "?)"
@@ -89,21 +98,26 @@ func (s *Store) Write(ctx context.Context, b store.Batch) error {
 	if b.Len() == 0 {
 		return nil
 	}
+	if err := s.stmts.ensure(ctx, s.w, batchQueries(b)...); err != nil {
+		return err
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("beginning write transaction: %w", err)
 	}
 	defer tx.Rollback()
-	if err := writeSessions(ctx, tx, b.Sessions); err != nil {
+	ts := &txStmts{ctx: ctx, s: s, tx: tx}
+	defer ts.close()
+	if err := writeSessions(ctx, ts, b.Sessions); err != nil {
 		return err
 	}
-	if err := writeProcesses(ctx, tx, b.Processes); err != nil {
+	if err := writeProcesses(ctx, ts, b.Processes); err != nil {
 		return err
 	}
-	if err := writeAuditRecords(ctx, tx, b.AuditRecords); err != nil {
+	if err := writeAuditRecords(ctx, ts, b.AuditRecords); err != nil {
 		return err
 	}
-	if err := writeAlerts(ctx, tx, b.Alerts); err != nil {
+	if err := writeAlerts(ctx, ts, b.Alerts); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -112,20 +126,18 @@ func (s *Store) Write(ctx context.Context, b store.Batch) error {
 	return nil
 }
 
-func writeSessions(ctx context.Context, tx *sql.Tx, sessions []join.Session) error {
+func writeSessions(ctx context.Context, ts *txStmts, sessions []join.Session) error {
 	if len(sessions) == 0 {
 		return nil
 	}
-	up, err := tx.PrepareContext(ctx, upsertSessionSQL)
+	up, err := ts.get(upsertSessionSQL)
 	if err != nil {
 		return fmt.Errorf("preparing session upsert: %w", err)
 	}
-	defer up.Close()
-	idx, err := prepareSideTables(ctx, tx)
+	idx, err := prepareSideTables(ts)
 	if err != nil {
 		return err
 	}
-	defer idx.close()
 	now := time.Now()
 	for i := range sessions {
 		ss := &sessions[i]
@@ -144,36 +156,29 @@ func writeSessions(ctx context.Context, tx *sql.Tx, sessions []join.Session) err
 	return nil
 }
 
+var sideTableSQL = [4]string{
+	`DELETE FROM session_users WHERE session_id = ?`,
+	`DELETE FROM session_groups WHERE session_id = ?`,
+	`INSERT OR IGNORE INTO session_users (username, request_received, session_id) VALUES (?,?,?)`,
+	`INSERT OR IGNORE INTO session_groups (grp, request_received, session_id) VALUES (?,?,?)`,
+}
+
 // sideTables are the statements that keep session_users and
 // session_groups in step with a session row.
 type sideTables struct {
 	stmts [4]*sql.Stmt // delete users, delete groups, add user, add group
 }
 
-func prepareSideTables(ctx context.Context, tx *sql.Tx) (*sideTables, error) {
+func prepareSideTables(ts *txStmts) (*sideTables, error) {
 	var st sideTables
-	for i, q := range []string{
-		`DELETE FROM session_users WHERE session_id = ?`,
-		`DELETE FROM session_groups WHERE session_id = ?`,
-		`INSERT OR IGNORE INTO session_users (username, request_received, session_id) VALUES (?,?,?)`,
-		`INSERT OR IGNORE INTO session_groups (grp, request_received, session_id) VALUES (?,?,?)`,
-	} {
-		stmt, err := tx.PrepareContext(ctx, q)
+	for i, q := range sideTableSQL {
+		stmt, err := ts.get(q)
 		if err != nil {
-			st.close()
 			return nil, fmt.Errorf("preparing session index statement: %w", err)
 		}
 		st.stmts[i] = stmt
 	}
 	return &st, nil
-}
-
-func (st *sideTables) close() {
-	for _, s := range st.stmts {
-		if s != nil {
-			s.Close()
-		}
-	}
 }
 
 // refresh replaces the session's user and group rows.
@@ -226,17 +231,9 @@ func sessionArgs(ss *join.Session, now time.Time) ([]any, error) {
 	return args, e.err
 }
 
-func writeProcesses(ctx context.Context, tx *sql.Tx, procs []join.Process) error {
+func writeProcesses(ctx context.Context, ts *txStmts, procs []join.Process) error {
 	if len(procs) == 0 {
 		return nil
-	}
-	var full *sql.Stmt
-	if len(procs) >= processRowsPerStmt {
-		var err error
-		if full, err = tx.PrepareContext(ctx, upsertProcessSQL(processRowsPerStmt)); err != nil {
-			return fmt.Errorf("preparing process upsert: %w", err)
-		}
-		defer full.Close()
 	}
 	args := make([]any, 0, processRowsPerStmt*processColumns)
 	for lo := 0; lo < len(procs); lo += processRowsPerStmt {
@@ -249,13 +246,11 @@ func writeProcesses(ctx context.Context, tx *sql.Tx, procs []join.Process) error
 			}
 			args = append(args, a...)
 		}
-		var err error
-		if len(chunk) == processRowsPerStmt {
-			_, err = full.ExecContext(ctx, args...)
-		} else {
-			_, err = tx.ExecContext(ctx, upsertProcessSQL(len(chunk)), args...)
-		}
+		up, err := ts.get(upsertProcessSQLs[len(chunk)])
 		if err != nil {
+			return fmt.Errorf("preparing process upsert: %w", err)
+		}
+		if _, err := up.ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("upserting processes %s..%s: %w", chunk[0].ProcessID, chunk[len(chunk)-1].ProcessID, err)
 		}
 	}
@@ -281,15 +276,14 @@ func processArgs(p *join.Process) ([]any, error) {
 	return args, e.err
 }
 
-func writeAuditRecords(ctx context.Context, tx *sql.Tx, recs []store.AuditRecord) error {
+func writeAuditRecords(ctx context.Context, ts *txStmts, recs []store.AuditRecord) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	up, err := tx.PrepareContext(ctx, upsertAuditRecordSQL)
+	up, err := ts.get(upsertAuditRecordSQL)
 	if err != nil {
 		return fmt.Errorf("preparing audit record upsert: %w", err)
 	}
-	defer up.Close()
 	for _, r := range recs {
 		if r.AuditID == "" || r.Stage == "" {
 			return fmt.Errorf("checking audit record: empty audit ID or stage")
@@ -305,15 +299,14 @@ func writeAuditRecords(ctx context.Context, tx *sql.Tx, recs []store.AuditRecord
 	return nil
 }
 
-func writeAlerts(ctx context.Context, tx *sql.Tx, alerts []store.Alert) error {
+func writeAlerts(ctx context.Context, ts *txStmts, alerts []store.Alert) error {
 	if len(alerts) == 0 {
 		return nil
 	}
-	ins, err := tx.PrepareContext(ctx, insertAlertSQL)
+	ins, err := ts.get(insertAlertSQL)
 	if err != nil {
 		return fmt.Errorf("preparing alert insert: %w", err)
 	}
-	defer ins.Close()
 	for _, a := range alerts {
 		if a.ID == "" {
 			return fmt.Errorf("checking alert: empty ID")

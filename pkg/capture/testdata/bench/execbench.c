@@ -1,6 +1,7 @@
 /*
  * execbench: times <n> vfork+execve+waitpid of <path> with an environment
- * of <bytes> bytes whose last variable is KUBERNETES_EXEC_AUDIT_ID. Built
+ * of <bytes> bytes whose last variable is KUBERNETES_EXEC_AUDIT_ID (=<id>,
+ * a fixed UUID by default; in an exec session, the session's own). Built
  * by the Go benchmark so the measured loop is exec alone, with no Go
  * runtime converting the environment on every call. Prints total ns.
  */
@@ -13,8 +14,8 @@
 
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: execbench <n> <env-bytes> <path>\n");
+	if (argc != 4 && argc != 5) {
+		fprintf(stderr, "usage: execbench <n> <env-bytes> <path> [<id>]\n");
 		return 2;
 	}
 	long n = atol(argv[1]), want = atol(argv[2]);
@@ -28,7 +29,10 @@ int main(int argc, char **argv)
 		envp[cnt++] = v;
 		size += len + 1;
 	}
-	envp[cnt++] = "KUBERNETES_EXEC_AUDIT_ID=6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f";
+	char key[256];
+	snprintf(key, sizeof(key), "KUBERNETES_EXEC_AUDIT_ID=%s",
+		 argc == 5 ? argv[4] : "6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f");
+	envp[cnt++] = key;
 	envp[cnt] = NULL;
 	char *args[] = {path, "true", NULL};
 	struct timespec t0, t1;

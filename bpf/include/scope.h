@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Capture scope: which execs are sent. By default only those a join can use:
+ * an exec in a pod's cgroup, or one that carries lineage (an inherited
+ * session, or a configured key in its own environment). A host process
+ * outside every pod with no key is counted and skipped before its argv is
+ * read: its command line is of no use to the join and a privacy cost.
+ *
+ * "A pod's cgroup" is decided here, at exec, from the cgroup that names the
+ * container (task_cgroup: the unified one on v2, the v1 memory one on a
+ * hybrid host) and its ancestors' names: every kubelet cgroup driver puts
+ * pods under a "kubepods" node (cgroupfs: /kubepods/<qos>/pod<uid>/<id>;
+ * systemd: kubepods.slice/kubepods-<qos>.slice/.../cri-containerd-<id>.scope),
+ * possibly below a --cgroup-root or a node container's own cgroup. A map of
+ * pod cgroups filled by userspace would miss the first exec of a new pod:
+ * the runtime creates the cgroup and execs into it before any agent could
+ * learn of it.
+ */
+#ifndef CORRELATOR_SCOPE_H
+#define CORRELATOR_SCOPE_H
+
+#include "maps.h"
+#include "task.h"
+
+#define POD_CGROUP_DEPTH 16 /* ancestors walked; kubepods sits within the first few */
+#define KUBEPODS 0x73646f706562756bULL /* "kubepods", little-endian */
+
+/* Set before load: non-zero sends every exec (--capture-scope=all). */
+const volatile __u32 scope_all = 0;
+
+/*
+ * pod_cgroup reports whether the kernfs node at kn_addr, or an ancestor, is
+ * named kubepods*. A global function, verified once on its own: inlined,
+ * each way out of the walk would carry its own verifier state through the
+ * rest of the exec handler. So kn comes as a plain address, read through
+ * probe reads.
+ */
+__noinline int pod_cgroup(__u64 kn_addr)
+{
+	struct kernfs_node *kn = (void *)kn_addr;
+
+	for (int i = 0; i < POD_CGROUP_DEPTH && kn; i++) {
+		char name[9] = {};
+		const char *p = 0;
+
+		bpf_core_read(&p, sizeof(p), &kn->name);
+		if (bpf_probe_read_kernel_str(name, sizeof(name), p) == sizeof(name) &&
+		    *(__u64 *)name == KUBEPODS)
+			return 1;
+		kn = kn_parent(kn);
+	}
+	return 0;
+}
+
+/*
+ * in_scope decides an exec whose environment carries no key: sent when the
+ * scope is all, when the scan could not finish, when it inherited lineage,
+ * or when it runs in a pod (kn: its container cgroup's kernfs node).
+ */
+static __always_inline bool in_scope(const struct exec_event *ev, __u64 kn, __u32 tgid)
+{
+	if (scope_all)
+		return true;
+	if (ev->flags & (EVENT_FLAG_SCAN_TRUNCATED | EVENT_FLAG_SCAN_ERROR))
+		return true; /* a scan that did not finish proves no key absent */
+	if (bpf_map_lookup_elem(&lineage_map, &tgid))
+		return true; /* an inherited session, even a stale one: resolve decides */
+	return pod_cgroup(kn);
+}
+
+/*
+ * skip_exec counts an exec left out of scope and marks its image unsent,
+ * so its exit (and its forks' that never exec) is not sent either.
+ */
+static __always_inline void skip_exec(struct task_struct *p)
+{
+	struct image_place *pl = bpf_task_storage_get(&image_places, p, 0, 0);
+
+	if (pl)
+		pl->flags |= PLACE_FLAG_UNSENT;
+	stat_inc(STAT_EXECS_SKIPPED);
+}
+
+#endif /* CORRELATOR_SCOPE_H */

@@ -1,0 +1,176 @@
+package capture
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execid/correlator/internal/testutil"
+)
+
+// sessionBench is an exec session in a runc container under
+// /kubepods/burstable/pod<uid>/<id>, running execbench with the host's own
+// dynamically linked /bin/true and its libraries copied into the rootfs.
+type sessionBench struct {
+	c *testutil.Container
+}
+
+func newSessionBench(b *testing.B) *sessionBench {
+	b.Helper()
+	target := overheadTarget(b)
+	driver := execBench(b)
+	files := map[string]string{"/bin/execbench": driver, target: target}
+	for _, lib := range sharedLibs(b, driver, target) {
+		real, err := filepath.EvalSymlinks(lib)
+		if err != nil {
+			b.Fatalf("resolving %s: %v", lib, err)
+		}
+		files[lib] = real
+	}
+	return &sessionBench{c: testutil.NewContainer(b, testutil.ContainerConfig{Files: files})}
+}
+
+// sharedLibs lists the libraries (and loader) ldd names for bins.
+func sharedLibs(b *testing.B, bins ...string) []string {
+	b.Helper()
+	seen := map[string]bool{}
+	var out []string
+	for _, bin := range bins {
+		res, err := exec.Command("ldd", bin).Output()
+		if err != nil {
+			b.Fatalf("running ldd %s: %v", bin, err)
+		}
+		for _, line := range strings.Split(string(res), "\n") {
+			for _, f := range strings.Fields(line) {
+				if strings.HasPrefix(f, "/") && !seen[f] {
+					seen[f] = true
+					out = append(out, f)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// run times n execs of /bin/true by execbench, itself exec'd by runc into
+// the container with the key in its environment: a session root whose
+// every child is captured, joined and stored. id is the session's audit ID.
+func (s *sessionBench) run(b *testing.B, id string, n, envBytes int) time.Duration {
+	out, err := s.c.Exec(context.Background(),
+		[]string{"/bin/execbench", strconv.Itoa(n), strconv.Itoa(envBytes), "/bin/true", id}, keyEnv(id))
+	if err != nil {
+		b.Fatalf("running execbench in the container: %v: %s", err, out)
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		b.Fatalf("parsing execbench output %q: %v", out, err)
+	}
+	return time.Duration(ns)
+}
+
+// BenchmarkSessionExecOverhead is BenchmarkExecOverhead with the loop in
+// an exec session in a pod, the worst case a user meets: every exec and
+// exit is sent, joined and stored. Each round is its own session.
+// CORRELATOR_BENCH_AGENT=path/to/correlator makes the attached side a
+// whole `correlator run` with SQLite, as on a node.
+func BenchmarkSessionExecOverhead(b *testing.B) {
+	testutil.RequireRoot(b)
+	s := newSessionBench(b)
+	var side overheadSide
+	batch := 200
+	if bin := os.Getenv("CORRELATOR_BENCH_AGENT"); bin != "" {
+		side = newAgentSide(b, bin)
+		batch = 1000
+	} else {
+		p, _, _ := benchProbe(b)
+		side = probeSide{p}
+	}
+	overheadRounds(b, side, batch, func(n, size int) time.Duration {
+		return s.run(b, testutil.RandomUUID(), n, size)
+	})
+}
+
+// BenchmarkAgentCPU is the agent's own CPU (utime+stime of `correlator
+// run`, from /proc/<pid>/stat) per in-session exec of /bin/true with a
+// 4 KiB environment, counted from the agent being ready until it has taken
+// in every exec and exit and committed a row for each process; with the
+// rate the execs came at and the agent's share of one CPU. One op is one
+// exec. Needs CORRELATOR_BENCH_AGENT.
+func BenchmarkAgentCPU(b *testing.B) {
+	testutil.RequireRoot(b)
+	bin := os.Getenv("CORRELATOR_BENCH_AGENT")
+	if bin == "" {
+		b.Fatal("BenchmarkAgentCPU measures a whole agent: set CORRELATOR_BENCH_AGENT=path/to/correlator")
+	}
+	s := newSessionBench(b)
+	side := newAgentSide(b, bin)
+	side.attach(b)
+	defer side.detach(b)
+	pid := side.cmd.Process.Pid
+	m0 := side.metrics(b)
+	cpu0 := procCPU(b, pid)
+	start := time.Now()
+	const chunk = 5000
+	for i := 0; i < b.N; i += chunk {
+		s.run(b, testutil.RandomUUID(), min(chunk, b.N-i), 4<<10)
+	}
+	want := float64(b.N)
+	testutil.Eventually(b, "the agent took in every exec and exit and stored every process", func() bool {
+		m := side.metrics(b)
+		return m[execEvents]-m0[execEvents] >= want && m[exitEvents]-m0[exitEvents] >= want &&
+			m[rowsCommitted]-m0[rowsCommitted] >= want
+	})
+	cpu, wall := procCPU(b, pid)-cpu0, time.Since(start)
+	b.ReportMetric(float64(cpu.Microseconds())/want, "agent-µs/exec")
+	// The rate matters: a commit's and a wakeup's cost are shared by the
+	// execs that came in meanwhile, so fewer execs a second cost each more.
+	b.ReportMetric(want/wall.Seconds(), "execs/s")
+	b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "agent-%cpu")
+}
+
+const (
+	execEvents    = `correlator_agent_events_total{kind="exec"}`
+	exitEvents    = `correlator_agent_events_total{kind="exit"}`
+	rowsCommitted = `correlator_store_rows_total{outcome="committed"}`
+)
+
+// metrics scrapes the agent's counters named above.
+func (s *agentSide) metrics(b *testing.B) map[string]float64 {
+	b.Helper()
+	res, err := http.Get("http://" + s.addr + "/metrics")
+	if err != nil {
+		b.Fatalf("scraping the agent: %v", err)
+	}
+	defer res.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if ok && (name == execEvents || name == exitEvents || name == rowsCommitted) {
+			out[name], _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	return out
+}
+
+// procCPU is utime+stime of pid, from /proc/<pid>/stat.
+func procCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		b.Fatalf("reading the agent's stat: %v", err)
+	}
+	// Fields after the command name, which ends at the last ')'.
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+}

@@ -1,0 +1,117 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/execid/correlator/pkg/store"
+)
+
+// stmtCache keeps the write statements prepared on the writer's single
+// connection: parsing a 27-column upsert cost more than running it, and a
+// transaction used to prepare every statement again. They are prepared
+// before a transaction takes the connection (ensure), and a transaction
+// binds them with Tx.StmtContext, which reuses the connection's prepared
+// statement.
+type stmtCache struct {
+	mu sync.Mutex
+	m  map[string]*sql.Stmt
+}
+
+// ensure prepares the statements of qs not prepared yet. It needs the
+// connection: call it outside a transaction.
+func (c *stmtCache) ensure(ctx context.Context, db *sql.DB, qs ...string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, q := range qs {
+		if _, ok := c.m[q]; ok {
+			continue
+		}
+		st, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("preparing statement: %w", err)
+		}
+		if c.m == nil {
+			c.m = map[string]*sql.Stmt{}
+		}
+		c.m[q] = st
+	}
+	return nil
+}
+
+func (c *stmtCache) lookup(q string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[q]
+}
+
+// batchQueries lists the statements Write will run for b.
+func batchQueries(b store.Batch) []string {
+	var qs []string
+	if len(b.Sessions) > 0 {
+		qs = append(qs, upsertSessionSQL)
+		qs = append(qs, sideTableSQL[:]...)
+	}
+	if n := len(b.Processes); n >= processRowsPerStmt {
+		qs = append(qs, upsertProcessSQLs[processRowsPerStmt])
+	}
+	if r := len(b.Processes) % processRowsPerStmt; r > 0 {
+		qs = append(qs, upsertProcessSQLs[r])
+	}
+	if len(b.AuditRecords) > 0 {
+		qs = append(qs, upsertAuditRecordSQL)
+	}
+	if len(b.Alerts) > 0 {
+		qs = append(qs, insertAlertSQL)
+	}
+	return qs
+}
+
+func (c *stmtCache) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, st := range c.m {
+		errs = append(errs, st.Close())
+	}
+	c.m = nil
+	return errors.Join(errs...)
+}
+
+// txStmts hands one transaction the cached statements, bound to it, and
+// closes the bindings (not the cached statements) at the end.
+type txStmts struct {
+	ctx   context.Context
+	s     *Store
+	tx    *sql.Tx
+	bound map[string]*sql.Stmt
+}
+
+func (t *txStmts) get(q string) (*sql.Stmt, error) {
+	if st, ok := t.bound[q]; ok {
+		return st, nil
+	}
+	var b *sql.Stmt
+	if st := t.s.stmts.lookup(q); st != nil {
+		b = t.tx.StmtContext(t.ctx, st)
+	} else { // not ensured: prepared for this transaction alone
+		var err error
+		if b, err = t.tx.PrepareContext(t.ctx, q); err != nil {
+			return nil, fmt.Errorf("preparing statement: %w", err)
+		}
+	}
+	if t.bound == nil {
+		t.bound = map[string]*sql.Stmt{}
+	}
+	t.bound[q] = b
+	return b, nil
+}
+
+func (t *txStmts) close() {
+	for _, st := range t.bound {
+		st.Close()
+	}
+}
