@@ -1,0 +1,185 @@
+//go:build e2ecluster
+
+package kubeapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authzv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/execid/correlator/internal/testutil"
+	"github.com/execid/correlator/pkg/api"
+	"github.com/execid/correlator/pkg/cluster"
+	"github.com/execid/correlator/pkg/vocab"
+)
+
+// TestRealCluster is `make e2e-cluster`: `kubectl exec` through
+// kube-apiserver (authn, RBAC, admission, both audit backends), a real
+// kubelet (its TLS port, CRI streaming), containerd and runc, into a pod
+// the kubelet runs; correlator's agent installed from the chart, its pod
+// started by the kubelet; the answers read with `kubectl correlator` on
+// PATH, run by the real kubectl, as a responder.
+func TestRealCluster(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.EnsureBPFFS(t)
+	rendered := renderBridge(t)
+	c := startRealCluster(t, []apiUser{alice, bob, eve, responder})
+	s := c.api
+	// The bridge first: it makes the correlator namespace.
+	installBridge(t, s, c.correlator, rendered)
+	c.publishRootCA(t, "correlator")
+	agentPod := c.installAgent(t, c.agent)
+	t.Logf("agent pod %s/%s started by the kubelet", agentPod.Namespace, agentPod.Name)
+	bindResponders(t, s, responder.groups)
+
+	c.namespace(t, "shop")
+	createRoles(t, s, "shop")
+	c.workload(t, "shop", "web-0", map[string]string{"app": "web"})
+	waitRBACFor(t, s)
+	waitBridge(t, s, "shop", "web-0")
+	t.Logf("cluster ready in %s", time.Since(c.started).Round(time.Millisecond))
+
+	// The plugin on PATH, found and run by kubectl.
+	plugDir := t.TempDir()
+	if err := os.Symlink(c.correlator, filepath.Join(plugDir, "kubectl-correlator")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", plugDir+":"+os.Getenv("PATH"))
+	resp := c.kubectl(t, responder, "shop")
+
+	t.Run("two users' overlapping kubectl exec", func(t *testing.T) {
+		began := time.Now()
+		var wg sync.WaitGroup
+		results := make([]result, 2)
+		for i, run := range []struct {
+			u   apiUser
+			cmd string
+		}{
+			{alice, "echo alice-in; sleep 3; cat /etc/hostname >/dev/null; echo alice-out"},
+			{bob, "sleep 1; echo bob-in; ls / >/dev/null; echo bob-out"},
+		} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = c.kubectl(t, run.u, "shop").run(t, "exec", "web-0", "--", "sh", "-c", run.cmd)
+			}()
+		}
+		wg.Wait()
+		for i, want := range []string{"alice-in\nalice-out\n", "bob-in\nbob-out\n"} {
+			if results[i].code != 0 || results[i].stdout != want {
+				t.Fatalf("kubectl exec: want %q:\n%s", want, results[i])
+			}
+		}
+		t.Logf("both sessions ran in %s", time.Since(began).Round(time.Millisecond))
+
+		var got cluster.Answer[cluster.Session]
+		testutil.EventuallyNil(t, func() error {
+			got = decode[cluster.Session](t, resp.run(t, "correlator", "sessions", "--pod", "web-0", "-o", "json"))
+			users := map[string]bool{}
+			for _, s := range got.Items {
+				if s.ProcessCount > 0 {
+					users[s.User.Username] = true
+				}
+			}
+			if !users[alice.name] || !users[bob.name] {
+				return fmt.Errorf("sessions into web-0 with processes: %v, want alice and bob", users)
+			}
+			return nil
+		})
+		r := resp.must(t, "correlator", "who", "web-0", "-o", "wide")
+		wantIn(t, r.stdout, "alice", "bob", "cat /etc/hostname", "ls /")
+		for _, s := range got.Items {
+			t.Logf("session %s: user %s pod %s/%s command %q processes %d", s.AuditID, s.User.Username,
+				s.Namespace, s.Pod, s.Command, s.ProcessCount)
+			if s.User.Username != alice.name && s.User.Username != bob.name {
+				continue
+			}
+			want := map[string]string{alice.name: "cat /etc/hostname", bob.name: "ls /"}[s.User.Username]
+			checkExact(t, resp, s.AuditID, s.User.Username, want)
+		}
+	})
+}
+
+// checkExact reads session id with the plugin: user's, in shop/web-0,
+// every process attributed by the bridge's ID (audit_id, or inherited
+// from it), argv including want.
+func checkExact(t *testing.T, resp kubectlAs, id, user, want string) {
+	t.Helper()
+	v := decode[cluster.SessionView](t, resp.must(t, "correlator", "session", id, "-o", "json"))
+	if len(v.Items) != 1 {
+		t.Fatalf("session %s: %d views, want 1", id, len(v.Items))
+	}
+	d := v.Items[0]
+	if d.Session.User.Username != user || d.Session.Namespace != "shop" || d.Session.Pod != "web-0" {
+		t.Errorf("session %s: user %s pod %s/%s, want %s shop/web-0", id, d.Session.User.Username,
+			d.Session.Namespace, d.Session.Pod, user)
+	}
+	var argvs []string
+	var walk func(ns []*api.TreeNode)
+	walk = func(ns []*api.TreeNode) {
+		for _, n := range ns {
+			argvs = append(argvs, strings.Join(n.Argv, " "))
+			if n.Attribution != vocab.AttributionAuditID && n.Attribution != vocab.AttributionInherited {
+				t.Errorf("session %s: process %q attributed %q, want audit_id or inherited", id, n.Argv, n.Attribution)
+			}
+			walk(n.Children)
+		}
+	}
+	walk(d.Tree)
+	if !slices.ContainsFunc(argvs, func(a string) bool { return strings.Contains(a, want) }) {
+		t.Errorf("session %s: processes %q, want one running %q", id, argvs, want)
+	}
+}
+
+// waitBridge waits until the apiserver calls the bridge: a dry-run
+// ephemeral container on ns/pod comes back with the bridge's ID.
+func waitBridge(t *testing.T, s *apiServer, ns, pod string) {
+	t.Helper()
+	ctx := context.Background()
+	testutil.EventuallyNil(t, func() error {
+		p, err := s.client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: "probe", Image: "example.invalid/probe:1", ImagePullPolicy: corev1.PullIfNotPresent,
+			TerminationMessagePolicy: corev1.TerminationMessageReadFile}}}
+		got, err := s.client.CoreV1().Pods(ns).UpdateEphemeralContainers(ctx, pod, p,
+			metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return err
+		}
+		for _, e := range got.Spec.EphemeralContainers[0].Env {
+			if e.Name == vocab.BridgeKey {
+				return nil
+			}
+		}
+		return errors.New("waiting for the apiserver to call the bridge")
+	})
+}
+
+// waitRBACFor waits until RBAC decides as the bindings say: alice and bob
+// may exec into web-0, eve may not, the responder may use the agents'
+// pod proxy.
+func waitRBACFor(t *testing.T, s *apiServer) {
+	t.Helper()
+	exec := &authzv1.ResourceAttributes{Namespace: "shop", Verb: "create", Resource: "pods", Subresource: "exec", Name: "web-0"}
+	proxy := &authzv1.ResourceAttributes{Namespace: "correlator", Verb: "get", Resource: "pods", Subresource: "proxy"}
+	waitAccess(t, s, []access{
+		{user: alice.name, groups: []string{"developers"}, res: exec, allow: true},
+		{user: bob.name, groups: []string{"developers"}, res: exec, allow: true},
+		{user: eve.name, groups: []string{"viewers"}, res: exec, allow: false},
+		{user: responder.name, groups: []string{responder.groups}, res: proxy, allow: true},
+	})
+}
