@@ -4,6 +4,7 @@ package kubeapi
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -85,14 +86,13 @@ func renderAgent(t *testing.T, node *nodeharness.Node, auditLog, dir string, set
 				t.Fatalf("decoding the DaemonSet: %v", err)
 			}
 		case "Secret":
-			var s corev1.Secret
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &s); err != nil {
+			enc, _, _ := unstructured.NestedString(u.Object, "data", "token")
+			tok, err := base64.StdEncoding.DecodeString(enc)
+			if err != nil {
 				t.Fatalf("decoding Secret %s: %v", u.GetName(), err)
 			}
-			if tok, ok := s.Data["token"]; ok {
+			if len(tok) > 0 {
 				a.token = strings.TrimSpace(string(tok))
-			} else if tok, ok := s.StringData["token"]; ok {
-				a.token = strings.TrimSpace(tok)
 			}
 		}
 	}
@@ -124,7 +124,13 @@ func (c *realCluster) installAgent(t *testing.T, a *chartAgent) *corev1.Pod {
 	target := "127.0.0.1:" + strconv.Itoa(a.port)
 	c.api.egress.route(c.kubelet.ip+":"+strconv.Itoa(a.port), target)
 	c.api.egress.route(target, target)
-	return c.runDaemonPod(t, ds)
+	pod := c.runDaemonPod(t, ds)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent log (tail):\n%s", tail(c.containerLog(t, pod.Namespace, pod.Name), 12000))
+		}
+	})
+	return pod
 }
 
 // runDaemonPod creates ds's pod on the node as the DaemonSet controller
@@ -143,7 +149,8 @@ func (c *realCluster) runDaemonPod(t *testing.T, ds *appsv1.DaemonSet) *corev1.P
 		UID: ds.UID, Controller: &yes, BlockOwnerDeletion: &yes}}
 	pod.Spec.NodeName, pod.Spec.HostNetwork = c.kubelet.node, true
 	pod.Spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
-	host, port, _ := strings.Cut(strings.TrimPrefix(c.api.admin.Host, "https://"), ":")
+	_, port, _ := strings.Cut(strings.TrimPrefix(c.api.admin.Host, "https://"), ":")
+	host := c.servingHost
 	for i := range pod.Spec.Containers {
 		pod.Spec.Containers[i].Env = append(pod.Spec.Containers[i].Env,
 			corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: host},

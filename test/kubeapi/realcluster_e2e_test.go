@@ -56,7 +56,7 @@ func TestRealCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", plugDir+":"+os.Getenv("PATH"))
-	resp := c.kubectl(t, responder, "shop")
+	resp := c.plugin(t, responder, "shop")
 
 	t.Run("two users' overlapping kubectl exec", func(t *testing.T) {
 		began := time.Now()
@@ -85,7 +85,7 @@ func TestRealCluster(t *testing.T) {
 
 		var got cluster.Answer[cluster.Session]
 		testutil.EventuallyNil(t, func() error {
-			got = decode[cluster.Session](t, resp.run(t, "correlator", "sessions", "--pod", "web-0", "-o", "json"))
+			got = decode[cluster.Session](t, resp.run(t, "sessions", "--pod", "web-0", "-o", "json"))
 			users := map[string]bool{}
 			for _, s := range got.Items {
 				if s.ProcessCount > 0 {
@@ -97,7 +97,7 @@ func TestRealCluster(t *testing.T) {
 			}
 			return nil
 		})
-		r := resp.must(t, "correlator", "who", "web-0", "-o", "wide")
+		r := resp.must(t, "who", "web-0", "-o", "wide")
 		wantIn(t, r.stdout, "alice", "bob", "cat /etc/hostname", "ls /")
 		for _, s := range got.Items {
 			t.Logf("session %s: user %s pod %s/%s command %q processes %d", s.AuditID, s.User.Username,
@@ -114,9 +114,9 @@ func TestRealCluster(t *testing.T) {
 // checkExact reads session id with the plugin: user's, in shop/web-0,
 // every process attributed by the bridge's ID (audit_id, or inherited
 // from it), argv including want.
-func checkExact(t *testing.T, resp kubectlAs, id, user, want string) {
+func checkExact(t *testing.T, resp pluginAs, id, user, want string) {
 	t.Helper()
-	v := decode[cluster.SessionView](t, resp.must(t, "correlator", "session", id, "-o", "json"))
+	v := decode[cluster.SessionView](t, resp.must(t, "session", id, "-o", "json"))
 	if len(v.Items) != 1 {
 		t.Fatalf("session %s: %d views, want 1", id, len(v.Items))
 	}

@@ -3,11 +3,16 @@
 package kubeapi
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,8 +42,39 @@ type realCluster struct {
 	correlator string
 	// agent is the chart's agent, rendered before the apiserver starts
 	// (its webhook backend needs the agent's token and port).
-	agent   *chartAgent
-	started time.Time
+	agent *chartAgent
+	// servingCA and servingHost are what pods trust and dial for the
+	// apiserver: its serving certificate's root and a loopback name in it.
+	servingCA, servingHost string
+	started                time.Time
+}
+
+// servingCA reads the apiserver's serving certificate chain: its root
+// (the admin config trusts the loopback client's CA instead, which the
+// apiserver serves only for its own SNI name) and a loopback name it is
+// valid for.
+func (c *realCluster) readServingCA(t *testing.T) {
+	t.Helper()
+	addr := strings.TrimPrefix(c.api.admin.Host, "https://")
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatalf("reading the apiserver's serving certificate: %v", err)
+	}
+	defer conn.Close()
+	certs := conn.ConnectionState().PeerCertificates
+	leaf, root := certs[0], certs[len(certs)-1]
+	c.servingCA = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: root.Raw}))
+	for _, ip := range leaf.IPAddresses {
+		if ip.IsLoopback() && ip.To4() != nil {
+			c.servingHost = ip.String()
+			return
+		}
+	}
+	if slices.Contains(leaf.DNSNames, "localhost") {
+		c.servingHost = "localhost"
+		return
+	}
+	t.Fatalf("the apiserver's serving certificate names no loopback address: %v %v", leaf.IPAddresses, leaf.DNSNames)
 }
 
 // buildStaticCorrelator builds cmd/correlator with CGO off (the image
@@ -93,11 +129,16 @@ func startRealCluster(t *testing.T, users []apiUser, set ...string) *realCluster
 	var archive string
 	c.correlator, archive = buildStaticCorrelator(t, t.TempDir())
 
+	c.kubelet = newRealKubelet(t, "node-a")
 	c.node = nodeharness.Start(t, nodeharness.Options{Archives: []string{archive}})
 	c.node.WaitImage(ociimage.CorrelatorRef)
+	// A network list, so that the CRI reports its network ready and the
+	// kubelet its node Ready; every pod here is host-network, and none
+	// calls the plugin.
+	writeFile(t, filepath.Join(c.node.CNIConfDir(), "10-e2e.conflist"),
+		`{"cniVersion": "0.4.0", "name": "e2e", "plugins": [{"type": "bridge", "bridge": "e2e0"}]}`)
 	t.Logf("containerd ready: %+v", c.node.Timings)
 
-	c.kubelet = newRealKubelet(t, "node-a")
 	c.auditLog = filepath.Join(t.TempDir(), "audit", "audit.log")
 	if err := os.MkdirAll(filepath.Dir(c.auditLog), 0o755); err != nil {
 		t.Fatal(err)
@@ -108,6 +149,7 @@ func startRealCluster(t *testing.T, users []apiUser, set ...string) *realCluster
 	start := time.Now()
 	c.api = startAPIServer(t, append(users, kubeletUser(c.kubelet.node)), flags...)
 	t.Logf("kube-apiserver ready in %s", time.Since(start).Round(time.Millisecond))
+	c.readServingCA(t)
 	c.kubelet.start(t, c.api, c.node, kubeletBin)
 	return c
 }
@@ -126,7 +168,7 @@ func (c *realCluster) publishRootCA(t *testing.T, ns string) {
 	t.Helper()
 	if _, err := c.api.client.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt"},
-		Data:       map[string]string{"ca.crt": string(c.api.admin.TLSClientConfig.CAData)},
+		Data:       map[string]string{"ca.crt": c.servingCA},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("publishing kube-root-ca.crt in %s: %v", ns, err)
 	}
@@ -175,6 +217,59 @@ func (c *realCluster) waitRunning(t *testing.T, ns, name string) *corev1.Pod {
 	t.Logf("pod %s/%s running (uid %s, ip %s) in %s", ns, name, pod.UID, pod.Status.PodIP,
 		time.Since(start).Round(time.Millisecond))
 	return pod
+}
+
+// pluginAs runs `kubectl correlator` as one user: kubectl finds the
+// plugin on PATH, the kubeconfig goes by $KUBECONFIG (kubectl refuses
+// flags before a plugin's name).
+type pluginAs struct{ kubectl, kubeconfig string }
+
+func (p pluginAs) run(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p.kubectl, append([]string{"correlator"}, args...)...)
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "KUBECONFIG=" + p.kubeconfig}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("running kubectl correlator %v: %v", args, err)
+	}
+	t.Logf("%s", r)
+	return r
+}
+
+func (p pluginAs) must(t *testing.T, args ...string) result {
+	t.Helper()
+	r := p.run(t, args...)
+	if r.code != 0 {
+		t.Fatalf("want exit 0:\n%s", r)
+	}
+	return r
+}
+
+// plugin is `kubectl correlator` as user.
+func (c *realCluster) plugin(t *testing.T, u apiUser, ns string) pluginAs {
+	t.Helper()
+	k := c.kubectl(t, u, ns)
+	return pluginAs{kubectl: k.bin, kubeconfig: k.kubeconfig}
+}
+
+// containerLog is the log of ns/pod's first container, from containerd.
+func (c *realCluster) containerLog(t *testing.T, ns, pod string) string {
+	t.Helper()
+	p, err := c.api.client.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
+	if err != nil || len(p.Status.ContainerStatuses) == 0 {
+		return fmt.Sprintf("(no container status for %s/%s: %v)", ns, pod, err)
+	}
+	_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
+	return c.node.ContainerLog(id)
 }
 
 // kubectl is the real kubectl (on PATH) as user.

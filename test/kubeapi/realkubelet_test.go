@@ -51,7 +51,9 @@ type realKubelet struct {
 	// dir holds its config, certificate and root (short: the root holds
 	// pod volume mounts, and unix socket paths are limited).
 	dir string
-	log *syncBuffer
+	// cgroup is its cgroup root.
+	cgroup string
+	log    *syncBuffer
 }
 
 // kubeletUser is the node identity in the static token file.
@@ -97,8 +99,10 @@ func hostIP(t *testing.T) string {
 	return ""
 }
 
-// newRealKubelet picks the node's address and port and writes its serving
-// certificate, before the apiserver starts (which needs the CA).
+// newRealKubelet picks the node's address and port, makes its cgroup
+// root and writes its serving certificate; before the apiserver starts
+// (which needs the CA) and before containerd (whose teardown must come
+// before the cgroups' removal).
 func newRealKubelet(t *testing.T, node string) *realKubelet {
 	t.Helper()
 	k := &realKubelet{node: node, ip: hostIP(t), port: freePort(t), log: &syncBuffer{}}
@@ -107,6 +111,7 @@ func newRealKubelet(t *testing.T, node string) *realKubelet {
 		t.Fatalf("creating the kubelet's directory: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(k.dir) })
+	k.cgroup = cgroupRoot(t)
 	k.caFile = filepath.Join(t.TempDir(), "kubelet-ca.crt")
 	k.servingCert(t, filepath.Join(k.dir, "kubelet.crt"), filepath.Join(k.dir, "kubelet.key"))
 	return k
@@ -243,7 +248,7 @@ func (k *realKubelet) start(t *testing.T, s *apiServer, node *nodeharness.Node, 
 
 	dir := k.dir
 	cfgFile := filepath.Join(dir, "config.yaml")
-	writeFile(t, cfgFile, k.kubeletConfig(dir, node.Socket, cgroupRoot(t)))
+	writeFile(t, cfgFile, k.kubeletConfig(dir, node.Socket, k.cgroup))
 	kc := kubeconfig(t, s, user.name, user.token, "")
 
 	cmd := exec.Command(bin, "--config="+cfgFile, "--kubeconfig="+kc, "--hostname-override="+k.node,
