@@ -43,7 +43,7 @@ type chartAgent struct {
 // pulled), the node's CRI socket, the API on a free host port (the pod
 // is host-network), a pin path, state and the audit log under dir,
 // Kubernetes auth on (the plugin needs it), no uninstall hook (no Job
-// controller runs).
+// controller runs), the bridge on.
 func renderAgent(t *testing.T, node *nodeharness.Node, auditLog, dir string, set ...string) *chartAgent {
 	t.Helper()
 	a := &chartAgent{port: freePort(t)}
@@ -60,6 +60,9 @@ func renderAgent(t *testing.T, node *nodeharness.Node, auditLog, dir string, set
 		"--set", "audit.logFiles={" + auditLog + "}",
 		"--set", "auth.kubernetes=true",
 		"--set", "uninstall.enabled=false",
+		// The bridge on, so that the agent's keys hold the bridge's; its
+		// own objects come from renderBridge (installBridge runs it).
+		"--set", "bridge.enabled=true",
 	}
 	for _, s := range set {
 		args = append(args, "--set", s)
@@ -79,6 +82,9 @@ func renderAgent(t *testing.T, node *nodeharness.Node, auditLog, dir string, set
 		t.Fatal(err)
 	}
 	for _, u := range decodeYAML(t, "the rendered chart", out) {
+		if strings.HasPrefix(u.GetName(), bridgeName) {
+			continue
+		}
 		a.objs = append(a.objs, u)
 		switch u.GetKind() {
 		case "DaemonSet":

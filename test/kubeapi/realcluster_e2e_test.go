@@ -66,8 +66,10 @@ func TestRealCluster(t *testing.T) {
 			u   apiUser
 			cmd string
 		}{
-			{alice, "echo alice-in; sleep 3; cat /etc/hostname >/dev/null; echo alice-out"},
-			{bob, "sleep 1; echo bob-in; ls / >/dev/null; echo bob-out"},
+			// A background child that outlives the exec, forked after
+			// the bridge's variable is removed.
+			{alice, "echo alice-in; unset " + vocab.BridgeKey + "; (sleep 4; cat /etc/hostname) >/dev/null 2>&1 & sleep 3; echo alice-out"},
+			{bob, "sleep 1; echo bob-in; cat /proc/version >/dev/null; echo bob-out"},
 		} {
 			wg.Add(1)
 			go func() {
@@ -85,7 +87,7 @@ func TestRealCluster(t *testing.T) {
 
 		var got cluster.Answer[cluster.Session]
 		testutil.EventuallyNil(t, func() error {
-			got = decode[cluster.Session](t, resp.run(t, "sessions", "--pod", "web-0", "-o", "json"))
+			got = decode[cluster.Session](t, resp.quiet(t, "sessions", "--pod", "web-0", "-o", "json"))
 			users := map[string]bool{}
 			for _, s := range got.Items {
 				if s.ProcessCount > 0 {
@@ -98,29 +100,52 @@ func TestRealCluster(t *testing.T) {
 			return nil
 		})
 		r := resp.must(t, "who", "web-0", "-o", "wide")
-		wantIn(t, r.stdout, "alice", "bob", "cat /etc/hostname", "ls /")
+		wantIn(t, r.stdout, "alice", "bob")
+		saveOutput(t, "cluster-who.txt", r)
 		for _, s := range got.Items {
 			t.Logf("session %s: user %s pod %s/%s command %q processes %d", s.AuditID, s.User.Username,
 				s.Namespace, s.Pod, s.Command, s.ProcessCount)
 			if s.User.Username != alice.name && s.User.Username != bob.name {
 				continue
 			}
-			want := map[string]string{alice.name: "cat /etc/hostname", bob.name: "ls /"}[s.User.Username]
+			want := map[string]string{alice.name: "cat /etc/hostname", bob.name: "cat /proc/version"}[s.User.Username]
 			checkExact(t, resp, s.AuditID, s.User.Username, want)
+		}
+	})
+
+	t.Run("a denied exec is no one's session", func(t *testing.T) {
+		r := c.kubectl(t, eve, "shop").run(t, "exec", "web-0", "--", "sh", "-c", "echo eve-was-here")
+		if r.code == 0 || !strings.Contains(r.stderr, "Forbidden") || strings.Contains(r.stdout, "eve-was-here") {
+			t.Fatalf("eve's exec: want Forbidden, nothing run:\n%s", r)
+		}
+		got := decode[cluster.Session](t, resp.must(t, "sessions", "--user", eve.name, "-o", "json"))
+		for _, s := range got.Items {
+			if s.ProcessCount > 0 {
+				t.Errorf("eve's denied exec has a session with %d processes: %+v", s.ProcessCount, s)
+			}
 		}
 	})
 }
 
 // checkExact reads session id with the plugin: user's, in shop/web-0,
 // every process attributed by the bridge's ID (audit_id, or inherited
-// from it), argv including want.
+// from it), one of them running want (argv joined by spaces).
 func checkExact(t *testing.T, resp pluginAs, id, user, want string) {
 	t.Helper()
-	v := decode[cluster.SessionView](t, resp.must(t, "session", id, "-o", "json"))
-	if len(v.Items) != 1 {
-		t.Fatalf("session %s: %d views, want 1", id, len(v.Items))
-	}
-	d := v.Items[0]
+	var d cluster.SessionView
+	testutil.EventuallyNil(t, func() error {
+		v := decode[cluster.SessionView](t, resp.quiet(t, "session", id, "-o", "json"))
+		if len(v.Items) != 1 {
+			return fmt.Errorf("session %s: %d views, want 1", id, len(v.Items))
+		}
+		d = v.Items[0]
+		for _, p := range d.Processes {
+			if strings.Join(p.Argv, " ") == want {
+				return nil
+			}
+		}
+		return fmt.Errorf("session %s: no process running %q yet", id, want)
+	})
 	if d.Session.User.Username != user || d.Session.Namespace != "shop" || d.Session.Pod != "web-0" {
 		t.Errorf("session %s: user %s pod %s/%s, want %s shop/web-0", id, d.Session.User.Username,
 			d.Session.Namespace, d.Session.Pod, user)
@@ -137,9 +162,10 @@ func checkExact(t *testing.T, resp pluginAs, id, user, want string) {
 		}
 	}
 	walk(d.Tree)
-	if !slices.ContainsFunc(argvs, func(a string) bool { return strings.Contains(a, want) }) {
-		t.Errorf("session %s: processes %q, want one running %q", id, argvs, want)
+	if !slices.Contains(argvs, want) {
+		t.Errorf("session %s: processes %q in its tree, want one running %q", id, argvs, want)
 	}
+	t.Logf("session %s (%s): %q", id, user, argvs)
 }
 
 // waitBridge waits until the apiserver calls the bridge: a dry-run

@@ -178,10 +178,10 @@ func (c *realCluster) publishRootCA(t *testing.T, ns string) {
 // image, and waits until the kubelet runs it.
 func (c *realCluster) workload(t *testing.T, ns, name string, labels map[string]string) *corev1.Pod {
 	t.Helper()
-	no, zero := false, int64(0)
+	no, one := false, int64(1)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 		Spec: corev1.PodSpec{NodeName: c.kubelet.node, HostNetwork: true, AutomountServiceAccountToken: &no,
-			TerminationGracePeriodSeconds: &zero,
+			TerminationGracePeriodSeconds: &one,
 			Containers: []corev1.Container{{Name: "app", Image: ociimage.BusyboxRef,
 				ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"}}}}}
 	if _, err := c.api.client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
@@ -226,6 +226,14 @@ type pluginAs struct{ kubectl, kubeconfig string }
 
 func (p pluginAs) run(t *testing.T, args ...string) result {
 	t.Helper()
+	r := p.quiet(t, args...)
+	t.Logf("%s", r)
+	return r
+}
+
+// quiet runs args without logging the output: for polls.
+func (p pluginAs) quiet(t *testing.T, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, p.kubectl, append([]string{"correlator"}, args...)...)
@@ -241,7 +249,6 @@ func (p pluginAs) run(t *testing.T, args ...string) result {
 	case err != nil:
 		t.Fatalf("running kubectl correlator %v: %v", args, err)
 	}
-	t.Logf("%s", r)
 	return r
 }
 

@@ -304,9 +304,11 @@ func (k *realKubelet) drain(t *testing.T, s *apiServer) {
 		t.Logf("listing the node's pods: %v", err)
 		return
 	}
-	zero := int64(0)
+	// Not 0, which removes the object at once: the kubelet stops the
+	// containers, then deletes the pod itself.
+	one := int64(1)
 	for _, p := range pods.Items {
-		s.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		s.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &one})
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
