@@ -47,7 +47,11 @@ func TestRealCluster(t *testing.T) {
 	createRoles(t, s, "shop")
 	c.workload(t, "shop", "web-0", map[string]string{"app": "web"})
 	waitRBACFor(t, s)
-	waitBridge(t, s, "shop", "web-0")
+	// A pod on no node, for waitBridge's dry runs (an admission request
+	// the agents would record against web-0).
+	createPod(t, s, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe-0", Namespace: "shop"},
+		Spec: corev1.PodSpec{NodeName: "parked", Containers: []corev1.Container{{Name: "app", Image: "example.invalid/probe:1"}}}})
+	waitBridge(t, s, "shop", "probe-0")
 	t.Logf("cluster ready in %s", time.Since(c.started).Round(time.Millisecond))
 
 	// The plugin on PATH, found and run by kubectl.
@@ -99,9 +103,6 @@ func TestRealCluster(t *testing.T) {
 			}
 			return nil
 		})
-		r := resp.must(t, "who", "web-0", "-o", "wide")
-		wantIn(t, r.stdout, "alice", "bob")
-		saveOutput(t, "cluster-who.txt", r)
 		for _, s := range got.Items {
 			t.Logf("session %s: user %s pod %s/%s command %q processes %d", s.AuditID, s.User.Username,
 				s.Namespace, s.Pod, s.Command, s.ProcessCount)
@@ -111,6 +112,9 @@ func TestRealCluster(t *testing.T) {
 			want := map[string]string{alice.name: "cat /etc/hostname", bob.name: "cat /proc/version"}[s.User.Username]
 			checkExact(t, resp, s.AuditID, s.User.Username, want)
 		}
+		r := resp.must(t, "who", "web-0", "-o", "wide")
+		wantIn(t, r.stdout, "alice", "bob", "cat /etc/hostname (inherited)", "cat /proc/version (inherited)")
+		saveOutput(t, "cluster-who.txt", r)
 	})
 
 	t.Run("a denied exec is no one's session", func(t *testing.T) {
@@ -193,6 +197,13 @@ func waitBridge(t *testing.T, s *apiServer, ns, pod string) {
 		}
 		return errors.New("waiting for the apiserver to call the bridge")
 	})
+}
+
+func createPod(t *testing.T, s *apiServer, p *corev1.Pod) {
+	t.Helper()
+	if _, err := s.client.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating pod %s/%s: %v", p.Namespace, p.Name, err)
+	}
 }
 
 // waitRBACFor waits until RBAC decides as the bindings say: alice and bob
