@@ -34,7 +34,7 @@ func TestRealCluster(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.EnsureBPFFS(t)
 	rendered := renderBridge(t)
-	c := startRealCluster(t, []apiUser{alice, bob, eve, responder})
+	c := startRealCluster(t, []apiUser{alice, bob, carol, eve, responder})
 	s := c.api
 	// The bridge first: it makes the correlator namespace.
 	installBridge(t, s, c.correlator, rendered)
@@ -62,6 +62,7 @@ func TestRealCluster(t *testing.T) {
 	t.Setenv("PATH", plugDir+":"+os.Getenv("PATH"))
 	resp := c.plugin(t, responder, "shop")
 
+	var aliceID string
 	t.Run("two users' overlapping kubectl exec", func(t *testing.T) {
 		began := time.Now()
 		var wg sync.WaitGroup
@@ -111,10 +112,55 @@ func TestRealCluster(t *testing.T) {
 			}
 			want := map[string]string{alice.name: "cat /etc/hostname", bob.name: "cat /proc/version"}[s.User.Username]
 			checkExact(t, resp, s.AuditID, s.User.Username, want)
+			if s.User.Username == alice.name {
+				aliceID = s.AuditID
+			}
 		}
 		r := resp.must(t, "who", "web-0", "-o", "wide")
 		wantIn(t, r.stdout, "alice", "bob", "cat /etc/hostname (inherited)", "cat /proc/version (inherited)")
 		saveOutput(t, "cluster-who.txt", r)
+	})
+
+	t.Run("a third user reuses alice's audit ID", func(t *testing.T) {
+		if aliceID == "" {
+			t.Fatal("no session of alice's to reuse")
+		}
+		out, err := c.execWithAuditID(t, carol, "shop", "web-0", aliceID, "sh", "-c", "echo carol-in; cat /proc/cpuinfo >/dev/null")
+		if err != nil || out != "carol-in\n" {
+			t.Fatalf("carol's exec with Audit-ID %s: %q, %v", aliceID, out, err)
+		}
+		testutil.EventuallyNil(t, func() error {
+			r := resp.quiet(t, "session", aliceID)
+			if !strings.Contains(r.stdout, "carol") {
+				return fmt.Errorf("session %s does not name carol yet:\n%s", aliceID, r)
+			}
+			return nil
+		})
+		r := resp.must(t, "session", aliceID)
+		saveOutput(t, "cluster-session-reused.txt", r)
+		v := decode[cluster.SessionView](t, resp.must(t, "session", aliceID, "-o", "json"))
+		if len(v.Items) != 1 {
+			t.Fatalf("session %s: %d views, want alice's alone", aliceID, len(v.Items))
+		}
+		d := v.Items[0]
+		if d.User.Username != alice.name || len(d.Conflicts) != 1 || d.Conflicts[0].User.Username != carol.name {
+			t.Errorf("session %s: user %s, conflicts %+v; want alice's, carol's request as the one conflict",
+				aliceID, d.User.Username, d.Conflicts)
+		}
+		// Alice's processes stay hers, flagged; carol's are not among them.
+		for _, p := range d.Processes {
+			argv := strings.Join(p.Argv, " ")
+			if strings.Contains(argv, "carol") || argv == "cat /proc/cpuinfo" {
+				t.Errorf("session %s: carol's process %q in alice's session", aliceID, argv)
+			}
+			if !slices.Contains(p.Flags, "audit_id_conflict") {
+				t.Errorf("session %s: process %q flags %v, want audit_id_conflict", aliceID, argv, p.Flags)
+			}
+			// The background child, forked after the variable was removed.
+			if argv == "cat /etc/hostname" && !slices.Contains(p.Flags, "env_removed") {
+				t.Errorf("session %s: the background child's flags %v, want env_removed", aliceID, p.Flags)
+			}
+		}
 	})
 
 	t.Run("a denied exec is no one's session", func(t *testing.T) {
