@@ -194,7 +194,11 @@ func checkExact(t *testing.T, resp pluginAs, id, user, want string) {
 				return nil
 			}
 		}
-		return fmt.Errorf("session %s: no process running %q yet", id, want)
+		var argvs [][]string
+		for _, p := range d.Processes {
+			argvs = append(argvs, p.Argv)
+		}
+		return fmt.Errorf("session %s: no process running %q yet: %q", id, want, argvs)
 	})
 	if d.Session.User.Username != user || d.Session.Namespace != "shop" || d.Session.Pod != "web-0" {
 		t.Errorf("session %s: user %s pod %s/%s, want %s shop/web-0", id, d.Session.User.Username,
