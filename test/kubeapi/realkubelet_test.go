@@ -253,6 +253,7 @@ func (k *realKubelet) start(t *testing.T, s *apiServer, node *nodeharness.Node, 
 
 	cmd := exec.Command(bin, "--config="+cfgFile, "--kubeconfig="+kc, "--hostname-override="+k.node,
 		"--node-ip="+k.ip, "--root-dir="+filepath.Join(dir, "root"), "--cert-dir="+filepath.Join(dir, "pki"), "--v=2")
+	restore := keepSysctls(t, kubeletSysctls...)
 	cmd.Stdout, cmd.Stderr = k.log, k.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -270,6 +271,7 @@ func (k *realKubelet) start(t *testing.T, s *apiServer, node *nodeharness.Node, 
 			<-exited
 		}
 		unmountUnder(t, dir)
+		restore()
 		if t.Failed() || os.Getenv("CORRELATOR_KUBELET_LOG") != "" {
 			t.Logf("kubelet log (tail):\n%s", tail(k.log.String(), 12000))
 		}
@@ -347,4 +349,30 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// kubeletSysctls are the kernel settings the kubelet's container manager
+// sets on start (vm.overcommit_memory=1, kernel.panic=10,
+// kernel.panic_on_oops=1): the test puts the host's values back.
+var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"}
+
+// keepSysctls reads the settings now and returns a function that writes
+// them back.
+func keepSysctls(t *testing.T, names ...string) func() {
+	t.Helper()
+	saved := map[string][]byte{}
+	for _, n := range names {
+		b, err := os.ReadFile("/proc/sys/" + n)
+		if err != nil {
+			t.Fatalf("reading sysctl %s: %v", n, err)
+		}
+		saved[n] = b
+	}
+	return func() {
+		for n, b := range saved {
+			if err := os.WriteFile("/proc/sys/"+n, b, 0o644); err != nil {
+				t.Errorf("restoring sysctl %s: %v", n, err)
+			}
+		}
+	}
 }
