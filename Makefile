@@ -189,3 +189,14 @@ clean:
 .PHONY: e2e-kubeapi
 e2e-kubeapi:
 	cd test/kubeapi && $(GO) test -count=1 ./...
+
+## e2e-cluster: the whole path, real (root): a one-node cluster in one test,
+## no Docker: kube-apiserver in process with both audit backends, a real
+## kubelet (k8s.io/kubernetes v1.35.4's cmd/kubelet, built by the test) on
+## the containerd of internal/nodeharness, correlator's chart applied
+## through the API (its agent pod started by the kubelet), the exec bridge,
+## users' `kubectl exec` with the real kubectl, answered by
+## `kubectl correlator`. Opt-in (build tag e2ecluster): not in `make test`.
+.PHONY: e2e-cluster
+e2e-cluster: deps-test
+	cd test/kubeapi && $(GO) test -tags e2ecluster -count=1 -v -timeout 30m -run '^TestRealCluster$$' .

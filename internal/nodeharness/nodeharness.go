@@ -368,3 +368,9 @@ func (n *Node) LogTail(max int) string {
 
 // Dir is the node's directory.
 func (n *Node) Dir() string { return n.layout.Dir }
+
+// CNIConfDir is the CRI's CNI configuration directory, empty as Start
+// leaves it: the CRI then reports its network not ready, and a kubelet
+// keeps its node NotReady. A test that runs a kubelet writes a network
+// list there; host-network pods never call a CNI plugin.
+func (n *Node) CNIConfDir() string { return n.layout.CNIConf }
