@@ -48,6 +48,32 @@ func TestJoinBridgeDebugContainer(t *testing.T) {
 			},
 		},
 		{
+			name: "the kubelet starts the debug container after the request completed (an image pull)",
+			recs: []auditlog.ExecRecord{rwith(dbg, func(r *auditlog.ExecRecord) { r.EndTimestamp = t0.Add(100 * time.Millisecond) })},
+			procs: []Process{with(debugInit("d", "debugger", bridgeA, capture.OriginContainerInit), func(p *Process) {
+				p.Start, p.ExecTime = t0.Add(90*time.Second), t0.Add(90*time.Second)
+			})},
+			want: map[string]want{"d": {attr: vocab.AttributionAuditID, auditID: idA, flags: unverified}},
+		},
+		{
+			name:  "kubectl debug --target: the runtime starts the init into the target's pid namespace, as it lands an exec",
+			recs:  []auditlog.ExecRecord{dbg},
+			procs: []Process{debugInit("d", "debugger", bridgeA, capture.OriginOtherCgroup)},
+			want:  map[string]want{"d": {attr: vocab.AttributionAuditID, auditID: idA, flags: unverified}},
+		},
+		{
+			name: "an exec into the debug container with its ID in the env (no bridge argv): one request, one root",
+			recs: []auditlog.ExecRecord{dbg},
+			procs: []Process{debugInit("d", "debugger", bridgeA, capture.OriginContainerInit),
+				with(debugInit("x", "debugger", bridgeA, capture.OriginOtherCgroup), func(p *Process) {
+					p.Start, p.ExecTime = t0.Add(3*time.Second), t0.Add(3*time.Second)
+				})},
+			want: map[string]want{
+				"d": {attr: vocab.AttributionAuditID, auditID: idA, flags: unverified},
+				"x": {claimed: idA, flags: []string{vocab.FlagAuditIDReused, vocab.FlagRootUnverified}},
+			},
+		},
+		{
 			name:  "another container's init with the debug container's ID in its env: not alice's",
 			recs:  []auditlog.ExecRecord{dbg},
 			procs: []Process{debugInit("d", "sidecar", bridgeA, capture.OriginContainerInit)},
@@ -79,6 +105,22 @@ func TestJoinBridgeDebugContainer(t *testing.T) {
 		},
 	}
 	runJoinCases(t, cases, nil)
+}
+
+// TestJoinBridgeExecBesideDebug: an exec's bridge root (its ID in the argv
+// the runtime exec'd) is never taken for a debug container's init, though
+// both are started by the runtime from outside: the exec is exact.
+func TestJoinBridgeExecBesideDebug(t *testing.T) {
+	runJoinCases(t, []joinCase{{
+		name: "a bridged exec and a debug container in one pod, each its own",
+		recs: []auditlog.ExecRecord{bridged(idA, bridgeA, "alice", t0), debugRecord(idB, bridgeB, "debugger")},
+		procs: []Process{with(broot("ra", bridgeA, time.Second), func(p *Process) { p.ExecOrigin = capture.OriginOtherCgroup }),
+			debugInit("d", "debugger", bridgeB, capture.OriginOtherCgroup)},
+		want: map[string]want{
+			"ra": {attr: vocab.AttributionAuditID, auditID: idA, flags: []string{vocab.FlagBridgeArgv}},
+			"d":  {attr: vocab.AttributionAuditID, auditID: idB, flags: []string{vocab.FlagRootUnverified}},
+		},
+	}}, nil)
 }
 
 // plainRoot is an ID-less root exec'd into ns/web/app at d after t0.

@@ -122,7 +122,10 @@ func fits(ri *rootInfo, rec *auditlog.ExecRecord, skew time.Duration) bool {
 	if rr := rec.RequestReceivedTimestamp; !rr.IsZero() && !ri.start.IsZero() && ri.start.Before(rr.Add(-skew)) {
 		return false
 	}
-	if end := rec.EndTimestamp; !end.IsZero() && !ri.start.IsZero() && ri.start.After(end.Add(skew)) {
+	// The kubelet starts a debug container after its request has
+	// completed, as soon as it syncs the pod (an image pull can take
+	// minutes): only the container's name, unique in the pod, binds it.
+	if end := rec.EndTimestamp; !end.IsZero() && !ri.start.IsZero() && !ri.ephemeral && ri.start.After(end.Add(skew)) {
 		return false
 	}
 	return true

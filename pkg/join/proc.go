@@ -133,8 +133,6 @@ func (p *proc) origin() capture.Origin {
 // outside its container: an exec session's root, never an entrypoint.
 func (p *proc) runtimeExec() bool { return p.origin().Verified() }
 
-func (p *proc) firstOriginIs(o capture.Origin) bool { return p.origin() == o }
-
 // firstFilename is the file p's first exec ran, where known.
 func (p *proc) firstFilename() string {
 	if p.first != nil {

@@ -231,14 +231,23 @@ func isBridgeRoot(p *proc) bool {
 }
 
 // ephemeralInit: p is a container's first process, started by the runtime
-// (never exec'd into it), with the bridge's ID in the env of its spec. The
-// bridge writes that env into kubectl debug's ephemeral container on the
+// (never by code in the pod), with the bridge's ID in the env of its spec.
+// The bridge writes that env into kubectl debug's ephemeral container on the
 // audited pods/ephemeralcontainers request; any other container's env is
 // its pod author's, which is why such a root fits only an ephemeral
-// container request naming its own container (fits).
+// container request naming its own container (fits). The runtime starts
+// it as a pid namespace's init (container_init), or, with `kubectl debug
+// --target`, into the target's pid namespace from outside, as it lands an
+// exec (a verified origin).
 func ephemeralInit(p *proc) bool {
 	b := &p.in.Bridge
-	return b.Value != "" && b.Source == vocab.SourceEnv && p.in.Container != "" && p.firstOriginIs(capture.OriginContainerInit)
+	// An ID from the argv the runtime exec'd is an exec's (bridge_argv);
+	// a debug container's is in the env of its spec alone.
+	if b.Value == "" || b.Source != vocab.SourceEnv || p.in.Container == "" || slices.Contains(b.Flags, vocab.FlagBridgeArgv) {
+		return false
+	}
+	o := p.origin()
+	return o == capture.OriginContainerInit || o.Verified()
 }
 
 // unmatched leaves a process carrying an ID no record answers waiting, and

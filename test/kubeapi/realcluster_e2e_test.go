@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/execid/correlator/internal/ociimage"
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/api"
 	"github.com/execid/correlator/pkg/cluster"
@@ -163,6 +164,24 @@ func TestRealCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("kubectl debug", func(t *testing.T) {
+		c.kubectl(t, bob, "shop").must(t, "debug", "web-0", "--image="+ociimage.BusyboxRef, "--image-pull-policy=Never",
+			"--container=dbg", "--", "sh", "-c", "cat /proc/uptime >/dev/null; sleep 1")
+		var id string
+		testutil.EventuallyNil(t, func() error {
+			got := decode[cluster.Session](t, resp.quiet(t, "sessions", "--user", bob.name, "--container", "dbg", "-o", "json"))
+			for _, s := range got.Items {
+				if s.ProcessCount > 0 {
+					id = s.AuditID
+					return nil
+				}
+			}
+			return fmt.Errorf("no debug session of bob's with processes yet: %+v", got.Items)
+		})
+		checkExactIn(t, resp, id, bob.name, "dbg", "cat /proc/uptime")
+		saveOutput(t, "cluster-debug.txt", resp.must(t, "session", id))
+	})
+
 	t.Run("a denied exec is no one's session", func(t *testing.T) {
 		r := c.kubectl(t, eve, "shop").run(t, "exec", "web-0", "--", "sh", "-c", "echo eve-was-here")
 		if r.code == 0 || !strings.Contains(r.stderr, "Forbidden") || strings.Contains(r.stdout, "eve-was-here") {
@@ -182,6 +201,12 @@ func TestRealCluster(t *testing.T) {
 // from it), one of them running want (argv joined by spaces).
 func checkExact(t *testing.T, resp pluginAs, id, user, want string) {
 	t.Helper()
+	checkExactIn(t, resp, id, user, "app", want)
+}
+
+// checkExactIn is checkExact for a session into container.
+func checkExactIn(t *testing.T, resp pluginAs, id, user, container, want string) {
+	t.Helper()
 	var d cluster.SessionView
 	testutil.EventuallyNil(t, func() error {
 		v := decode[cluster.SessionView](t, resp.quiet(t, "session", id, "-o", "json"))
@@ -200,9 +225,10 @@ func checkExact(t *testing.T, resp pluginAs, id, user, want string) {
 		}
 		return fmt.Errorf("session %s: no process running %q yet: %q", id, want, argvs)
 	})
-	if d.Session.User.Username != user || d.Session.Namespace != "shop" || d.Session.Pod != "web-0" {
-		t.Errorf("session %s: user %s pod %s/%s, want %s shop/web-0", id, d.Session.User.Username,
-			d.Session.Namespace, d.Session.Pod, user)
+	if d.Session.User.Username != user || d.Session.Namespace != "shop" || d.Session.Pod != "web-0" ||
+		d.Session.Container != container {
+		t.Errorf("session %s: user %s pod %s/%s container %s, want %s shop/web-0 %s", id, d.Session.User.Username,
+			d.Session.Namespace, d.Session.Pod, d.Session.Container, user, container)
 	}
 	var argvs []string
 	var walk func(ns []*api.TreeNode)
