@@ -56,13 +56,13 @@ func TestJoinBridgeDebugContainer(t *testing.T) {
 			want: map[string]want{"d": {attr: vocab.AttributionAuditID, auditID: idA, flags: unverified}},
 		},
 		{
-			name:  "kubectl debug --target: the runtime starts the init into the target's pid namespace, as it lands an exec",
+			name:  "a root the runtime exec'd with the debug container's ID in its env alone: no debug container's init",
 			recs:  []auditlog.ExecRecord{dbg},
 			procs: []Process{debugInit("d", "debugger", bridgeA, capture.OriginOtherCgroup)},
-			want:  map[string]want{"d": {attr: vocab.AttributionAuditID, auditID: idA, flags: unverified}},
+			want:  map[string]want{"d": {claimed: idA, flags: unverified}},
 		},
 		{
-			name: "an exec into the debug container with its ID in the env (no bridge argv): one request, one root",
+			name: "an exec into the debug container with its ID in the env (no bridge argv): a claim, never the debug session's",
 			recs: []auditlog.ExecRecord{dbg},
 			procs: []Process{debugInit("d", "debugger", bridgeA, capture.OriginContainerInit),
 				with(debugInit("x", "debugger", bridgeA, capture.OriginOtherCgroup), func(p *Process) {
@@ -70,7 +70,7 @@ func TestJoinBridgeDebugContainer(t *testing.T) {
 				})},
 			want: map[string]want{
 				"d": {attr: vocab.AttributionAuditID, auditID: idA, flags: unverified},
-				"x": {claimed: idA, flags: []string{vocab.FlagAuditIDReused, vocab.FlagRootUnverified}},
+				"x": {claimed: idA, flags: unverified},
 			},
 		},
 		{
@@ -115,7 +115,7 @@ func TestJoinBridgeExecBesideDebug(t *testing.T) {
 		name: "a bridged exec and a debug container in one pod, each its own",
 		recs: []auditlog.ExecRecord{bridged(idA, bridgeA, "alice", t0), debugRecord(idB, bridgeB, "debugger")},
 		procs: []Process{with(broot("ra", bridgeA, time.Second), func(p *Process) { p.ExecOrigin = capture.OriginOtherCgroup }),
-			debugInit("d", "debugger", bridgeB, capture.OriginOtherCgroup)},
+			debugInit("d", "debugger", bridgeB, capture.OriginContainerInit)},
 		want: map[string]want{
 			"ra": {attr: vocab.AttributionAuditID, auditID: idA, flags: []string{vocab.FlagBridgeArgv}},
 			"d":  {attr: vocab.AttributionAuditID, auditID: idB, flags: []string{vocab.FlagRootUnverified}},

@@ -231,23 +231,16 @@ func isBridgeRoot(p *proc) bool {
 }
 
 // ephemeralInit: p is a container's first process, started by the runtime
-// (never by code in the pod), with the bridge's ID in the env of its spec.
-// The bridge writes that env into kubectl debug's ephemeral container on the
-// audited pods/ephemeralcontainers request; any other container's env is
-// its pod author's, which is why such a root fits only an ephemeral
-// container request naming its own container (fits). The runtime starts
-// it as a pid namespace's init (container_init), or, with `kubectl debug
-// --target`, into the target's pid namespace from outside, as it lands an
-// exec (a verified origin).
+// as its pid namespace's init (container_init, never exec'd into the pod),
+// with the bridge's ID in the env of its spec alone (never bridge_argv:
+// an exec's ID). The bridge writes that env into kubectl debug's ephemeral
+// container on the audited pods/ephemeralcontainers request; any other
+// container's env is its pod author's, which is why such a root fits only
+// an ephemeral container request naming its own container (fits).
 func ephemeralInit(p *proc) bool {
 	b := &p.in.Bridge
-	// An ID from the argv the runtime exec'd is an exec's (bridge_argv);
-	// a debug container's is in the env of its spec alone.
-	if b.Value == "" || b.Source != vocab.SourceEnv || p.in.Container == "" || slices.Contains(b.Flags, vocab.FlagBridgeArgv) {
-		return false
-	}
-	o := p.origin()
-	return o == capture.OriginContainerInit || o.Verified()
+	return b.Value != "" && b.Source == vocab.SourceEnv && p.in.Container != "" &&
+		!slices.Contains(b.Flags, vocab.FlagBridgeArgv) && p.origin() == capture.OriginContainerInit
 }
 
 // unmatched leaves a process carrying an ID no record answers waiting, and

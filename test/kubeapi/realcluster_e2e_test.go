@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/execid/correlator/internal/ociimage"
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/api"
 	"github.com/execid/correlator/pkg/cluster"
@@ -162,24 +161,6 @@ func TestRealCluster(t *testing.T) {
 				t.Errorf("session %s: the background child's flags %v, want env_removed", aliceID, p.Flags)
 			}
 		}
-	})
-
-	t.Run("kubectl debug", func(t *testing.T) {
-		c.kubectl(t, bob, "shop").must(t, "debug", "web-0", "--image="+ociimage.BusyboxRef, "--image-pull-policy=Never",
-			"--container=dbg", "--", "sh", "-c", "cat /proc/uptime >/dev/null; sleep 1")
-		var id string
-		testutil.EventuallyNil(t, func() error {
-			got := decode[cluster.Session](t, resp.quiet(t, "sessions", "--user", bob.name, "--container", "dbg", "-o", "json"))
-			for _, s := range got.Items {
-				if s.ProcessCount > 0 {
-					id = s.AuditID
-					return nil
-				}
-			}
-			return fmt.Errorf("no debug session of bob's with processes yet: %+v", got.Items)
-		})
-		checkExactIn(t, resp, id, bob.name, "dbg", "cat /proc/uptime")
-		saveOutput(t, "cluster-debug.txt", resp.must(t, "session", id))
 	})
 
 	t.Run("a denied exec is no one's session", func(t *testing.T) {
