@@ -73,7 +73,9 @@ func runCapture(t *testing.T, caps []string, tag string) captureRun {
 	var mu sync.Mutex
 	var logBuf bytes.Buffer
 	capturing := make(chan struct{})
+	logDone := make(chan struct{})
 	go func() { // the log: "capturing" means the probes are attached
+		defer close(logDone)
 		sc := bufio.NewScanner(stderrR)
 		once := sync.Once{}
 		for sc.Scan() {
@@ -137,6 +139,7 @@ func runCapture(t *testing.T, caps []string, tag string) captureRun {
 	}
 	cmd.Process.Kill()
 	<-exited
+	<-logDone // the scanner has read all the agent wrote (the pipe closed on exit)
 	mu.Lock()
 	run.stderr = logBuf.String()
 	mu.Unlock()
