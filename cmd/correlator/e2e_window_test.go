@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -93,8 +91,8 @@ func restartWindow(t *testing.T, sig syscall.Signal) {
 
 	// The window: no agent runs.
 	runIn(t, first, "sh", "-c", "while [ ! -p /tmp/trig2 ]; do sleep 0.05; done; echo "+alice.AuditID+" > /tmp/trig2; echo "+alice.AuditID+" > /tmp/trig")
-	waitCmdline(t, int(intruder), "window-inplace")
-	waitCmdline(t, first.ctr.InitPID(), "window-main")
+	testutil.WaitCmdline(t, int(intruder), "window-inplace")
+	testutil.WaitCmdline(t, first.ctr.InitPID(), "window-main")
 	during := first.request("dave", "sh", "-c", "...")
 	first.exec(during, "sh", "-c", "/bin/echo during-"+m+"; true")
 
@@ -159,17 +157,4 @@ func echoOf(ps []join.Process, tok string) *join.Process {
 		}
 	}
 	return nil
-}
-
-// waitCmdline waits until pid's command line holds tok: the window's exec
-// has happened, seen from /proc since no agent runs.
-func waitCmdline(t *testing.T, pid int, tok string) {
-	t.Helper()
-	testutil.EventuallyNil(t, func() error {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || !strings.Contains(string(b), tok) {
-			return fmt.Errorf("pid %d runs %q, not yet %s", pid, b, tok)
-		}
-		return nil
-	})
 }

@@ -2,9 +2,6 @@ package capture
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/execid/correlator/internal/testutil"
@@ -58,8 +55,8 @@ func TestKernelRestartWindowForgers(t *testing.T) {
 
 	// The window: no agent runs.
 	exec("sh", "-c", "while [ ! -p /tmp/trig2 ]; do sleep 0.05; done; echo "+alice+" > /tmp/trig2; echo "+alice+" > /tmp/trig")
-	waitCmdline(t, int(intruder.PID), "window-inplace")
-	waitCmdline(t, c.InitPID(), "window-main")
+	testutil.WaitCmdline(t, int(intruder.PID), "window-inplace")
+	testutil.WaitCmdline(t, c.InitPID(), "window-main")
 	during := testutil.RandomUUID()
 	if out, err := c.Exec(context.Background(), []string{"sh", "-c", "/bin/echo during-" + during[:8] + "; true"}, keyEnv(during)); err != nil {
 		t.Fatalf("runc exec during the window: %v: %s", err, out)
@@ -96,17 +93,4 @@ func TestKernelRestartWindowForgers(t *testing.T) {
 		}
 		noFlags(t, ev, vocab.FlagRootUnverified, vocab.FlagProcfsRoot, vocab.FlagEnvMismatch)
 	}
-}
-
-// waitCmdline waits until pid's command line contains tok: the window's
-// exec has happened, seen from /proc since no agent runs.
-func waitCmdline(t *testing.T, pid int, tok string) {
-	t.Helper()
-	testutil.EventuallyNil(t, func() error {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || !strings.Contains(string(b), tok) {
-			return fmt.Errorf("pid %d runs %q, not yet %s", pid, b, tok)
-		}
-		return nil
-	})
 }
