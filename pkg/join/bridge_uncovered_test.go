@@ -34,6 +34,16 @@ func debugInit(id, ctr, b string, origin capture.Origin) Process {
 	})
 }
 
+// inPlace is p's next image: the same process exec'd again by its own
+// code (origin), the ID read back from its lineage (inherited).
+func inPlace(p Process, origin capture.Origin) Process {
+	return with(p, func(p *Process) {
+		p.Argv, p.ExecOrigin = []string{"sleep", "1"}, origin
+		p.ExecTime = p.ExecTime.Add(100 * time.Millisecond)
+		p.Bridge.Source = vocab.SourceInherited
+	})
+}
+
 func TestJoinBridgeDebugContainer(t *testing.T) {
 	unverified := []string{vocab.FlagRootUnverified}
 	dbg := debugRecord(idA, bridgeA, "debugger")
@@ -54,6 +64,35 @@ func TestJoinBridgeDebugContainer(t *testing.T) {
 				p.Start, p.ExecTime = t0.Add(90*time.Second), t0.Add(90*time.Second)
 			})},
 			want: map[string]want{"d": {attr: vocab.AttributionAuditID, auditID: idA, flags: unverified}},
+		},
+		{
+			name: "the init execs its last command in place (`sh -c '...; sleep 1'`): still the root, in either order",
+			recs: []auditlog.ExecRecord{dbg},
+			procs: []Process{debugInit("d", "debugger", bridgeA, capture.OriginContainerInit),
+				inPlace(debugInit("d", "debugger", bridgeA, capture.OriginContainerInit), capture.OriginInside)},
+			want: map[string]want{"d": {attr: vocab.AttributionAuditID, auditID: idA, flags: unverified}},
+		},
+		{
+			name: "a process the container's code started with the ID in its env execs in place: still a claim",
+			recs: []auditlog.ExecRecord{dbg},
+			procs: []Process{debugInit("d", "debugger", bridgeA, capture.OriginInside),
+				inPlace(debugInit("d", "debugger", bridgeA, capture.OriginInside), capture.OriginInside)},
+			want: map[string]want{"d": {claimed: idA, flags: unverified}},
+		},
+		{
+			name: "an exec into the debug container with its ID in the env execs in place: still a claim",
+			recs: []auditlog.ExecRecord{dbg},
+			procs: []Process{debugInit("d", "debugger", bridgeA, capture.OriginContainerInit),
+				with(debugInit("x", "debugger", bridgeA, capture.OriginOtherCgroup), func(p *Process) {
+					p.Start, p.ExecTime = t0.Add(3*time.Second), t0.Add(3*time.Second)
+				}),
+				inPlace(with(debugInit("x", "debugger", bridgeA, capture.OriginOtherCgroup), func(p *Process) {
+					p.Start, p.ExecTime = t0.Add(3*time.Second), t0.Add(3*time.Second)
+				}), capture.OriginInside)},
+			want: map[string]want{
+				"d": {attr: vocab.AttributionAuditID, auditID: idA, flags: unverified},
+				"x": {claimed: idA, flags: unverified},
+			},
 		},
 		{
 			name:  "a root the runtime exec'd with the debug container's ID in its env alone: no debug container's init",

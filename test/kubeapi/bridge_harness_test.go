@@ -239,32 +239,41 @@ func bridgeArgs(t *testing.T, dep appsv1.Deployment, swap map[string]string) []s
 	return out
 }
 
-// metric reads the counter name{label=value} from the bridge's /metrics
-// with the Prometheus text parser; absent is 0.
+// metric reads the counter name{label=value} from the bridge's /metrics.
 func (b *runningBridge) metric(t *testing.T, name, label, value string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + b.metrics + "/metrics")
+	return scrapeMetric(t, http.DefaultClient, "http://"+b.metrics+"/metrics", name, label, value)
+}
+
+// scrapeMetric reads the counter or gauge name{label=value} (label
+// empty: the unlabelled series) from a /metrics page with the Prometheus
+// text parser; absent is 0, a missing family fails.
+func scrapeMetric(t *testing.T, client *http.Client, url, name, label, value string) float64 {
+	t.Helper()
+	resp, err := client.Get(url)
 	if err != nil {
-		t.Fatalf("scraping the bridge: %v", err)
+		t.Fatalf("scraping %s: %v", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("scraping the bridge: %s", resp.Status)
+		t.Fatalf("scraping %s: %s", url, resp.Status)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		t.Fatalf("parsing the bridge's metrics: %v", err)
+		t.Fatalf("parsing the metrics of %s: %v", url, err)
 	}
 	f, ok := families[name]
 	if !ok {
-		t.Fatalf("the bridge exposes no %s", name)
+		t.Fatalf("%s exposes no %s", url, name)
 	}
 	for _, m := range f.GetMetric() {
+		match := label == "" && len(m.GetLabel()) == 0
 		for _, l := range m.GetLabel() {
-			if l.GetName() == label && l.GetValue() == value {
-				return m.GetCounter().GetValue()
-			}
+			match = match || l.GetName() == label && l.GetValue() == value
+		}
+		if match {
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return 0

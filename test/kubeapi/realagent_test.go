@@ -4,12 +4,17 @@ package kubeapi
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"fmt"
+	"net"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -37,16 +42,29 @@ type chartAgent struct {
 	// webhook's bearer token.
 	token string
 	port  int
+	// tlsCert and tlsKey serve the agent's API (the chart's
+	// tls.existingSecret): kube-apiserver's webhook client sends its
+	// kubeconfig's token only over TLS. client trusts tlsCert.
+	tlsCert, tlsKey []byte
+	client          *http.Client
 }
+
+// agentTLSSecret is the kubernetes.io/tls Secret the agent serves with.
+const agentTLSSecret = "correlator-agent-tls"
 
 // renderAgent renders the chart for node: the offline image (never
 // pulled), the node's CRI socket, the API on a free host port (the pod
-// is host-network), a pin path, state and the audit log under dir,
-// Kubernetes auth on (the plugin needs it), no uninstall hook (no Job
-// controller runs), the bridge on.
-func renderAgent(t *testing.T, node *nodeharness.Node, auditLog, dir string, set ...string) *chartAgent {
+// is host-network) over TLS for nodeIP and loopback, a pin path, state
+// and the audit log under dir, Kubernetes auth on (the plugin needs it),
+// no uninstall hook (no Job controller runs), the bridge on.
+func renderAgent(t *testing.T, node *nodeharness.Node, nodeIP, auditLog, dir string, set ...string) *chartAgent {
 	t.Helper()
 	a := &chartAgent{port: freePort(t)}
+	a.tlsCert, a.tlsKey = selfSignedServing(t, "correlator-agent", net.ParseIP(nodeIP), net.IPv4(127, 0, 0, 1))
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(a.tlsCert)
+	a.client = &http.Client{Timeout: 30 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	sep := strings.LastIndex(ociimage.CorrelatorRef, ":")
 	suffix := testutil.RandomUUID()[:8]
 	args := []string{
@@ -59,6 +77,7 @@ func renderAgent(t *testing.T, node *nodeharness.Node, auditLog, dir string, set
 		"--set", "audit.logHostPath=" + filepath.Dir(auditLog),
 		"--set", "audit.logFiles={" + auditLog + "}",
 		"--set", "auth.kubernetes=true",
+		"--set", "tls.existingSecret=" + agentTLSSecret,
 		"--set", "uninstall.enabled=false",
 		// The bridge on, so that the agent's keys hold the bridge's; its
 		// own objects come from renderBridge (installBridge runs it).
@@ -110,7 +129,14 @@ func renderAgent(t *testing.T, node *nodeharness.Node, auditLog, dir string, set
 
 // webhookURL is the audit webhook endpoint the chart documents.
 func (a *chartAgent) webhookURL(ip string) string {
-	return fmt.Sprintf("http://%s:%d/api/v1/audit/webhook", ip, a.port)
+	return fmt.Sprintf("https://%s:%d/api/v1/audit/webhook", ip, a.port)
+}
+
+// metric reads the counter name{label=value} from the agent's /metrics
+// (the pod is host-network: the node's loopback reaches it).
+func (a *chartAgent) metric(t *testing.T, name, label, value string) float64 {
+	t.Helper()
+	return scrapeMetric(t, a.client, fmt.Sprintf("https://127.0.0.1:%d/metrics", a.port), name, label, value)
 }
 
 // install creates the chart's objects, then the DaemonSet's pod on the
@@ -120,6 +146,12 @@ func (a *chartAgent) webhookURL(ip string) string {
 func (c *realCluster) installAgent(t *testing.T, a *chartAgent) *corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
+	if _, err := c.api.client.CoreV1().Secrets(a.ds.Namespace).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: agentTLSSecret}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: a.tlsCert, corev1.TLSPrivateKeyKey: a.tlsKey},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the agent's TLS Secret: %v", err)
+	}
 	createObjects(t, c.api, a.objs)
 	ds, err := c.api.client.AppsV1().DaemonSets(a.ds.Namespace).Get(ctx, a.ds.Name, metav1.GetOptions{})
 	if err != nil {
@@ -130,13 +162,7 @@ func (c *realCluster) installAgent(t *testing.T, a *chartAgent) *corev1.Pod {
 	target := "127.0.0.1:" + strconv.Itoa(a.port)
 	c.api.egress.route(c.kubelet.ip+":"+strconv.Itoa(a.port), target)
 	c.api.egress.route(target, target)
-	pod := c.runDaemonPod(t, ds)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agent log (tail):\n%s", tail(c.containerLog(t, pod.Namespace, pod.Name), 12000))
-		}
-	})
-	return pod
+	return c.runDaemonPod(t, ds)
 }
 
 // runDaemonPod creates ds's pod on the node as the DaemonSet controller
@@ -166,5 +192,11 @@ func (c *realCluster) runDaemonPod(t *testing.T, ds *appsv1.DaemonSet) *corev1.P
 	if err != nil {
 		t.Fatalf("creating the DaemonSet's pod: %v", err)
 	}
+	// The log while the pod is there (containerd removes it with the pod).
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent %s log (tail):\n%s", created.Name, tail(c.containerLog(t, ds.Namespace, created.Name), 12000))
+		}
+	})
 	return c.waitRunning(t, ds.Namespace, created.Name)
 }

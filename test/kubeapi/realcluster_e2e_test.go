@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -160,6 +161,39 @@ func TestRealCluster(t *testing.T) {
 			if argv == "cat /etc/hostname" && !slices.Contains(p.Flags, "env_removed") {
 				t.Errorf("session %s: the background child's flags %v, want env_removed", aliceID, p.Flags)
 			}
+		}
+	})
+
+	t.Run("kubectl debug", func(t *testing.T) { c.debugSession(t, resp) })
+
+	t.Run("the agent rolls out to a new image while a session runs", func(t *testing.T) {
+		agentPod = c.rollout(t, resp, agentPod)
+	})
+
+	t.Run("both audit backends reach the agent", func(t *testing.T) {
+		a := c.agent
+		const batches = "correlator_audit_webhook_requests_total"
+		unauth := a.metric(t, batches, "result", "unauthorized")
+		// The token the apiserver's webhook kubeconfig carries, sent by
+		// hand, and a wrong one: the controls.
+		if code := a.postWebhook(t, a.token); code != http.StatusOK {
+			t.Errorf("an empty batch with the chart's token: %d, want 200", code)
+		}
+		if code := a.postWebhook(t, "not-"+a.token); code != http.StatusUnauthorized {
+			t.Errorf("an empty batch with a wrong token: %d, want 401", code)
+		}
+		ours := a.metric(t, batches, "result", "ok")
+		testutil.EventuallyNil(t, func() error {
+			file := a.metric(t, "correlator_audit_records_read_total", "source", "file")
+			hook := a.metric(t, batches, "result", "ok") - ours
+			if file == 0 || hook <= 0 {
+				return fmt.Errorf("records read from the log: %v; the apiserver's webhook batches taken: %v", file, hook)
+			}
+			return nil
+		})
+		// The wrong token above is the one refusal.
+		if n := a.metric(t, batches, "result", "unauthorized"); n != unauth+1 {
+			t.Errorf("the agent refused %v webhook batches as unauthorized, want %v (the wrong token's)", n, unauth+1)
 		}
 	})
 

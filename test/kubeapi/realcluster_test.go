@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -78,34 +79,44 @@ func (c *realCluster) readServingCA(t *testing.T) {
 }
 
 // buildStaticCorrelator builds cmd/correlator with CGO off (the image
-// needs it static) and writes its OCI archive.
-func buildStaticCorrelator(t *testing.T, dir string) (bin, archive string) {
+// needs it static) and writes its OCI archives: CorrelatorRef, and
+// correlatorNextRef linked as another version (the rollout's image).
+func buildStaticCorrelator(t *testing.T, dir string) (bin string, archives []string) {
 	t.Helper()
 	start := time.Now()
-	bin, archive = filepath.Join(dir, "correlator"), filepath.Join(dir, "correlator.oci.tar")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/correlator")
-	cmd.Dir = filepath.Join("..", "..")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building correlator: %v\n%s", err, out)
+	bin = filepath.Join(dir, "correlator")
+	for _, img := range []struct{ ref, version string }{{ociimage.CorrelatorRef, "e2e"}, {correlatorNextRef, "e2e-next"}} {
+		out := filepath.Join(dir, img.version)
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-X main.version="+img.version, "-o", out, "./cmd/correlator")
+		cmd.Dir = filepath.Join("..", "..")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building correlator: %v\n%s", err, out)
+		}
+		archive := out + ".oci.tar"
+		if err := ociimage.WriteCorrelator(archive, img.ref, out); err != nil {
+			t.Fatal(err)
+		}
+		archives = append(archives, archive)
 	}
-	if err := ociimage.Correlator(archive, bin); err != nil {
+	if err := os.Rename(filepath.Join(dir, "e2e"), bin); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("built correlator and its image in %s", time.Since(start).Round(time.Millisecond))
-	return bin, archive
+	t.Logf("built correlator and its two images in %s", time.Since(start).Round(time.Millisecond))
+	return bin, archives
 }
 
 // auditWebhookFlags turn the webhook backend on, posting to url with the
-// agent's API token, in batches of at most a second.
-func auditWebhookFlags(t *testing.T, url, token string) []string {
+// agent's API token, in batches of at most a second, trusting ca (TLS:
+// client-go sends a kubeconfig's token over nothing else).
+func auditWebhookFlags(t *testing.T, url, token string, ca []byte) []string {
 	t.Helper()
 	kc := filepath.Join(t.TempDir(), "audit-webhook.kubeconfig")
 	writeFile(t, kc, fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
 - name: correlator
-  cluster: {server: %q}
+  cluster: {server: %q, certificate-authority-data: %q}
 contexts:
 - name: correlator
   context: {cluster: correlator, user: kube-apiserver}
@@ -113,7 +124,7 @@ current-context: correlator
 users:
 - name: kube-apiserver
   user: {token: %q}
-`, url, token))
+`, url, base64.StdEncoding.EncodeToString(ca), token))
 	return []string{"--audit-webhook-config-file=" + kc, "--audit-webhook-mode=batch",
 		"--audit-webhook-batch-max-wait=1s", "--audit-webhook-initial-backoff=1s"}
 }
@@ -126,12 +137,13 @@ func startRealCluster(t *testing.T, users []apiUser, set ...string) *realCluster
 	testutil.RequireRoot(t)
 	c := &realCluster{started: time.Now()}
 	kubeletBin := buildKubelet(t)
-	var archive string
-	c.correlator, archive = buildStaticCorrelator(t, t.TempDir())
+	var archives []string
+	c.correlator, archives = buildStaticCorrelator(t, t.TempDir())
 
 	c.kubelet = newRealKubelet(t, "node-a")
-	c.node = nodeharness.Start(t, nodeharness.Options{Archives: []string{archive}})
+	c.node = nodeharness.Start(t, nodeharness.Options{Archives: archives})
 	c.node.WaitImage(ociimage.CorrelatorRef)
+	c.node.WaitImage(correlatorNextRef)
 	// A network list, so that the CRI reports its network ready and the
 	// kubelet its node Ready; every pod here is host-network, and none
 	// calls the plugin.
@@ -143,9 +155,9 @@ func startRealCluster(t *testing.T, users []apiUser, set ...string) *realCluster
 	if err := os.MkdirAll(filepath.Dir(c.auditLog), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c.agent = renderAgent(t, c.node, c.auditLog, t.TempDir(), set...)
+	c.agent = renderAgent(t, c.node, c.kubelet.ip, c.auditLog, t.TempDir(), set...)
 	flags := append(auditFlags(t, c.auditLog), c.kubelet.apiFlags()...)
-	flags = append(flags, auditWebhookFlags(t, c.agent.webhookURL("127.0.0.1"), c.agent.token)...)
+	flags = append(flags, auditWebhookFlags(t, c.agent.webhookURL("127.0.0.1"), c.agent.token, c.agent.tlsCert)...)
 	start := time.Now()
 	c.api = startAPIServer(t, append(users, kubeletUser(c.kubelet.node)), flags...)
 	t.Logf("kube-apiserver ready in %s", time.Since(start).Round(time.Millisecond))

@@ -121,28 +121,36 @@ func newRealKubelet(t *testing.T, node string) *realKubelet {
 // loopback to certFile and keyFile; it is its own CA.
 func (k *realKubelet) servingCert(t *testing.T, certFile, keyFile string) {
 	t.Helper()
+	certPEM, keyPEM := selfSignedServing(t, k.node, net.ParseIP(k.ip), net.IPv4(127, 0, 0, 1))
+	writeFile(t, certFile, string(certPEM))
+	writeFile(t, keyFile, string(keyPEM))
+	writeFile(t, k.caFile, string(certPEM))
+}
+
+// selfSignedServing is a serving certificate for cn at ips, its own CA,
+// valid for a day, and its key, in PEM.
+func selfSignedServing(t *testing.T, cn string, ips ...net.IP) (certPEM, keyPEM []byte) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatalf("generating the kubelet's key: %v", err)
+		t.Fatalf("generating %s's key: %v", cn, err)
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject: pkix.Name{CommonName: k.node}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP(k.ip), net.IPv4(127, 0, 0, 1)}, DNSNames: []string{k.node},
+		Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: ips, DNSNames: []string{cn},
 		IsCA: true, BasicConstraintsValid: true,
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatalf("signing the kubelet's certificate: %v", err)
+		t.Fatalf("signing %s's certificate: %v", cn, err)
 	}
 	kb, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		t.Fatalf("encoding the kubelet's key: %v", err)
+		t.Fatalf("encoding %s's key: %v", cn, err)
 	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	writeFile(t, certFile, string(certPEM))
-	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})))
-	writeFile(t, k.caFile, string(certPEM))
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
 }
 
 // apiFlags are the apiserver's flags for reaching this kubelet.
