@@ -110,8 +110,8 @@ func (c *realCluster) rollout(t *testing.T, resp pluginAs, old *corev1.Pod) *cor
 // liveKubectl is a kubectl command still running: lines of its stdout
 // arrive on out, its stdin takes what the test sends.
 type liveKubectl struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
 	out    chan string
 	args   []string
 	stderr string // its stderr's file
