@@ -66,6 +66,8 @@ type configParams struct {
 	Snapshotter  string
 	SandboxImage string
 	StreamPort   int
+	// Runc is the runc binary the shims run; empty: runc on the PATH.
+	Runc string
 }
 
 // disabledPlugins are containerd 1.6 plugins a test node has no use for and
@@ -142,6 +144,9 @@ func renderConfig(p configParams) string {
 	w(`        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]`)
 	w("          SystemdCgroup = false")
 	w("          Root = %s", q(p.RuncRoot))
+	if p.Runc != "" {
+		w("          BinaryName = %s", q(p.Runc))
+	}
 	w(`    [plugins."io.containerd.grpc.v1.cri".cni]`)
 	w("      bin_dir = %s", q(p.CNIBin))
 	w("      conf_dir = %s", q(p.CNIConf))

@@ -52,6 +52,9 @@ type Options struct {
 	// Archives are more OCI image-layout archives to import, e.g. one
 	// written by ociimage.Correlator.
 	Archives []string
+	// Runc is the runc binary the CRI's runtime runs (its BinaryName), e.g.
+	// one built from the Go module proxy; empty: Debian's, on the PATH.
+	Runc string
 }
 
 // Timings say where a Start spent its time.
@@ -67,6 +70,8 @@ type Node struct {
 	// Socket is containerd's gRPC socket, which serves the CRI too: what a
 	// kubelet's --container-runtime-endpoint and the agent's criSocket name.
 	Socket string
+	// Runc is the runc binary the CRI's runtime runs.
+	Runc string
 	// Snapshotter is the snapshotter the CRI and the imports use.
 	Snapshotter string
 	Timings     Timings
@@ -125,6 +130,11 @@ func Start(t testing.TB, opts Options) *Node {
 	n.Timings.Images = time.Since(began)
 
 	n.Snapshotter = opts.Snapshotter
+	if n.Runc = opts.Runc; n.Runc == "" {
+		if n.Runc, err = lookPath("runc"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if n.Snapshotter == "" {
 		n.Snapshotter = "overlayfs"
 		if err := probeOverlay(dir); err != nil {
@@ -137,7 +147,7 @@ func Start(t testing.TB, opts Options) *Node {
 		t.Fatal(err)
 	}
 	cfg := renderConfig(configParams{layout: n.layout, Snapshotter: n.Snapshotter,
-		SandboxImage: ociimage.PauseRef, StreamPort: port})
+		SandboxImage: ociimage.PauseRef, StreamPort: port, Runc: opts.Runc})
 	if err := os.WriteFile(n.layout.Config, []byte(cfg), 0o600); err != nil {
 		t.Fatalf("writing containerd config: %v", err)
 	}

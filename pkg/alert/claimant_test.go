@@ -1,6 +1,7 @@
 package alert
 
 import (
+	"github.com/execid/correlator/pkg/join"
 	"testing"
 
 	"github.com/execid/correlator/pkg/auditlog"
@@ -65,6 +66,10 @@ func TestClaimantMatch(t *testing.T) {
 		{"envName is not the claimed session's", "envName: LD_PRELOAD", claimant, false},
 		{"flags are not the claimed session's", "flags: {anyOf: [audit_id_conflict]}", claimant, false},
 		{"tty is not the claimed session's", "tty: true", claimant, false},
+		{"subresource of the session", "subresource: exec", execInto(attributed), true},
+		{"subresource, another", "subresource: [attach, ephemeralcontainers]", execInto(attributed), false},
+		{"subresource is not the claimed session's", "subresource: exec", execInto(claimant), false},
+		{"not subresource on a claimant", "not: {subresource: exec}", execInto(claimant), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rules, err := ParseRules([]byte("rules:\n- name: r\n  severity: low\n  message: m\n  match: {" + tc.match + "}\n"))
@@ -76,6 +81,20 @@ func TestClaimantMatch(t *testing.T) {
 				t.Errorf("matched %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// execInto sets the subresource of in's sessions, its own and claimed, to
+// exec.
+func execInto(in func() Input) func() Input {
+	return func() Input {
+		i := in()
+		for _, s := range []*join.Session{i.Session, i.Claimed} {
+			if s != nil {
+				s.Subresource = "exec"
+			}
+		}
+		return i
 	}
 }
 

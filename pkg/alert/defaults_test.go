@@ -103,6 +103,17 @@ func TestDefaultRules(t *testing.T) {
 		{"env_mismatch", withFlags([]string{"env_mismatch"}, nil), []string{"tamper-env-mismatch"}},
 		{"env_removed is not env_mismatch", withFlags([]string{"env_removed"}, nil), nil},
 		{"root_unverified vouched for (attributed to the session)", withFlags([]string{"root_unverified"}, nil), []string{"tamper-root-unverified"}},
+		{"kubectl debug's container: its init's ID is the runtime's, attributed by the pairing", func() Input {
+			in := withFlags([]string{"root_unverified"}, nil)()
+			in.Session.Subresource = "ephemeralcontainers"
+			return in
+		}, nil},
+		{"a claimant of a debug session is still flagged", func() Input {
+			in := claimantInput()
+			in.Process.Flags = []string{"root_unverified"}
+			in.Claimed.Subresource = "ephemeralcontainers"
+			return in
+		}, []string{"borrowed-audit-id"}},
 		{"root verified", withFlags([]string{"nonstandard_id"}, nil), nil},
 		{"SPO session set by its first program, attributed", withFlags([]string{"root_unverified", "root_indirect"}, nil), nil},
 		{"root_indirect claimant of a known session", claimant(true, "root_unverified", "root_indirect"), []string{"borrowed-audit-id"}},

@@ -252,6 +252,9 @@ func (mt *matcher) match(m *Match) bool {
 	if m.OtherUser != nil && !mt.anyValue("otherUser", m.OtherUser, in.otherUsers()) {
 		return false
 	}
+	if m.Subresource != nil && (in.Session == nil || !mt.anyValue("subresource", m.Subresource, []string{in.Session.Subresource})) {
+		return false
+	}
 	if len(m.AnyOf) > 0 && !mt.anyOf(m.AnyOf) {
 		return false
 	}

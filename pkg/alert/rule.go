@@ -74,6 +74,9 @@ type Match struct {
 	// other requests that used the session's audit ID (Session.Conflicts),
 	// less the session's own: a reused Audit-ID header by another user.
 	OtherUser *Patterns `json:"otherUser,omitempty"`
+	// Subresource matches the session's request: exec, attach, or
+	// ephemeralcontainers (kubectl debug).
+	Subresource *Patterns `json:"subresource,omitempty"`
 	// AnyOf matches when at least one of its conditions does.
 	AnyOf []Match `json:"anyOf,omitempty"`
 	// Not matches when its condition does not.
@@ -190,7 +193,7 @@ func (m *Match) empty() bool {
 	return m.User == nil && m.Group == nil && m.Namespace == nil && m.Pod == nil &&
 		m.Container == nil && len(m.Labels) == 0 && m.Command == nil && m.Filename == nil &&
 		m.EnvName == nil && len(m.Attribution) == 0 && m.Flags == nil && m.TTY == nil &&
-		m.Stdin == nil && m.Claimant == nil && m.ClaimedUser == nil && m.OtherUser == nil && len(m.AnyOf) == 0 && m.Not == nil
+		m.Stdin == nil && m.Claimant == nil && m.ClaimedUser == nil && m.OtherUser == nil && m.Subresource == nil && len(m.AnyOf) == 0 && m.Not == nil
 }
 
 func (m *Match) compile(at string) error {
@@ -199,7 +202,7 @@ func (m *Match) compile(at string) error {
 		p    *Patterns
 	}{{"user", m.User}, {"group", m.Group}, {"namespace", m.Namespace}, {"pod", m.Pod},
 		{"container", m.Container}, {"command", m.Command}, {"filename", m.Filename}, {"envName", m.EnvName},
-		{"claimedUser", m.ClaimedUser}, {"otherUser", m.OtherUser}} {
+		{"claimedUser", m.ClaimedUser}, {"otherUser", m.OtherUser}, {"subresource", m.Subresource}} {
 		if err := f.p.compile(); err != nil {
 			return fmt.Errorf("%s.%s: %w", at, f.name, err)
 		}

@@ -59,6 +59,15 @@ func TestJoinBridge(t *testing.T) {
 			},
 		},
 		{
+			name: "the merger saw another request reuse alice's audit ID, not held yet: her bridge ID still names her request",
+			recs: []auditlog.ExecRecord{rwith(alice, func(r *auditlog.ExecRecord) { r.Flags = []string{vocab.FlagAuditIDConflict} })},
+			procs: []Process{broot("ra", bridgeA, time.Second), bchild("ca", "ra", bridgeA)},
+			want: map[string]want{
+				"ra": {attr: vocab.AttributionAuditID, auditID: idA, flags: []string{vocab.FlagAuditIDConflict, vocab.FlagBridgeArgv}},
+				"ca": {attr: vocab.AttributionInherited, auditID: idA, flags: []string{vocab.FlagAuditIDConflict}},
+			},
+		},
+		{
 			name: "control: the same sessions without the bridge are the heuristic's, ambiguous",
 			recs: []auditlog.ExecRecord{alice, bob},
 			procs: []Process{with(pr("ra", "runc-a", "", ""), func(p *Process) { p.Start = t0.Add(time.Second) }),

@@ -58,6 +58,9 @@ type rootOutcome struct {
 	req    int   // the request it holds exactly, or -1
 	cands  []int // several requests fit it: ambiguous
 	reused bool  // requests it fits came before it, all held by other roots
+	// bound: the root's bridge ID names its request, so a request under the
+	// ID that is not held yet (pairing.unseen) cannot be its own.
+	bound bool
 }
 
 // sessionKey names request i of an audit ID's requests: the first (by
@@ -167,7 +170,7 @@ func pairRoots(recs []*auditlog.ExecRecord, roots map[string]rootInfo, skew time
 	taken := make([]bool, len(recs))
 	for i, id := range ids {
 		ri := roots[id]
-		o := rootOutcome{req: -1}
+		o := rootOutcome{req: -1, bound: ri.bridge != ""}
 		seen := e.seen[i]
 		switch {
 		case e.over:
@@ -213,7 +216,7 @@ func cameBefore(ri *rootInfo, recs []*auditlog.ExecRecord, skew time.Duration) b
 func pairOne(recs []*auditlog.ExecRecord, roots map[string]rootInfo, skew time.Duration) (map[string]rootOutcome, []bool) {
 	taken := make([]bool, len(recs))
 	for id, ri := range roots {
-		o := rootOutcome{req: -1}
+		o := rootOutcome{req: -1, bound: ri.bridge != ""}
 		for q, rec := range recs {
 			if fits(&ri, rec, skew) {
 				o.cands = append(o.cands, q)

@@ -171,7 +171,9 @@ func (j *Joiner) resolvePaired(p *proc, id string, rs *recSet, allowed []*auditl
 // or of one of its descendants.
 func applyOutcome(p *proc, pr *pairing, o rootOutcome, root bool, r *result) {
 	switch {
-	case o.req >= 0 && pr.unseen:
+	case o.req >= 0 && pr.unseen && !o.bound:
+		// Another request under the ID is not held yet: it may be this
+		// root's. A bridge root's own request is the one its ID names.
 		r.attr, r.candidates = vocab.AttributionAmbiguous, []string{pr.keys[o.req]}
 	case o.req >= 0:
 		r.attr, r.auditID = vocab.AttributionInherited, pr.keys[o.req]

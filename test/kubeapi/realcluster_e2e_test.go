@@ -30,12 +30,30 @@ import (
 // kubelet (its TLS port, CRI streaming), containerd and runc, into a pod
 // the kubelet runs; correlator's agent installed from the chart, its pod
 // started by the kubelet; the answers read with `kubectl correlator` on
-// PATH, run by the real kubectl, as a responder.
+// PATH, run by the real kubectl, as a responder. The scenario runs once
+// with Debian's runc and once with the runc current runtimes ship.
 func TestRealCluster(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.EnsureBPFFS(t)
+	b := buildCluster(t)
+	for _, rt := range []struct{ name, bin string }{
+		{"Debian's runc", ""},
+		{"runc " + runcVersion, b.runc},
+	} {
+		t.Run(rt.name, func(t *testing.T) { realClusterScenario(t, b, rt.bin) })
+	}
+}
+
+// realClusterScenario is the scenario on a fresh cluster whose containerd
+// runs runc (empty: Debian's).
+func realClusterScenario(t *testing.T, b *clusterBuild, runc string) {
 	rendered := renderBridge(t)
-	c := startRealCluster(t, []apiUser{alice, bob, carol, eve, responder})
+	c := startRealCluster(t, b, runc, []apiUser{alice, bob, carol, eve, responder})
+	v := runcVersionOf(t, c.node.Runc)
+	if runc == "" && "v"+v == runcVersion {
+		t.Fatalf("Debian's runc is %s too: this run would not cover another runc", v)
+	}
+	t.Logf("containerd runs %s, runc %s", c.node.Runc, v)
 	s := c.api
 	// The bridge first: it makes the correlator namespace.
 	installBridge(t, s, c.correlator, rendered)
@@ -207,6 +225,15 @@ func TestRealCluster(t *testing.T) {
 			if s.ProcessCount > 0 {
 				t.Errorf("eve's denied exec has a session with %d processes: %+v", s.ProcessCount, s)
 			}
+		}
+	})
+
+	t.Run("alerts", func(t *testing.T) {
+		r := resp.must(t, "alerts", "-o", "wide")
+		saveOutput(t, "cluster-alerts.txt", r)
+		got := decode[cluster.Alert](t, resp.must(t, "alerts", "-o", "json"))
+		for _, a := range got.Items {
+			t.Logf("alert %s %s %s %s: %s", a.Rule, a.Severity, a.AuditID, a.ProcessID, a.Message)
 		}
 	})
 }

@@ -129,19 +129,29 @@ users:
 		"--audit-webhook-batch-max-wait=1s", "--audit-webhook-initial-backoff=1s"}
 }
 
-// startRealCluster builds the kubelet and correlator, starts containerd,
-// renders the agent's chart, starts the apiserver (users, both audit
-// backends) and the kubelet.
-func startRealCluster(t *testing.T, users []apiUser, set ...string) *realCluster {
+// clusterBuild is what every cluster of a run shares: the kubelet,
+// correlator and its images, runc from the Go module proxy.
+type clusterBuild struct {
+	kubelet, correlator, runc string
+	archives                  []string
+}
+
+func buildCluster(t *testing.T) *clusterBuild {
+	t.Helper()
+	b := &clusterBuild{kubelet: buildKubelet(t), runc: buildRunc(t)}
+	b.correlator, b.archives = buildStaticCorrelator(t, t.TempDir())
+	return b
+}
+
+// startRealCluster starts containerd (its CRI running runc; empty:
+// Debian's), renders the agent's chart, starts the apiserver (users, both
+// audit backends) and the kubelet.
+func startRealCluster(t *testing.T, b *clusterBuild, runc string, users []apiUser, set ...string) *realCluster {
 	t.Helper()
 	testutil.RequireRoot(t)
-	c := &realCluster{started: time.Now()}
-	kubeletBin := buildKubelet(t)
-	var archives []string
-	c.correlator, archives = buildStaticCorrelator(t, t.TempDir())
-
+	c := &realCluster{started: time.Now(), correlator: b.correlator}
 	c.kubelet = newRealKubelet(t, "node-a")
-	c.node = nodeharness.Start(t, nodeharness.Options{Archives: archives})
+	c.node = nodeharness.Start(t, nodeharness.Options{Archives: b.archives, Runc: runc})
 	c.node.WaitImage(ociimage.CorrelatorRef)
 	c.node.WaitImage(correlatorNextRef)
 	// A network list, so that the CRI reports its network ready and the
@@ -162,7 +172,7 @@ func startRealCluster(t *testing.T, users []apiUser, set ...string) *realCluster
 	c.api = startAPIServer(t, append(users, kubeletUser(c.kubelet.node)), flags...)
 	t.Logf("kube-apiserver ready in %s", time.Since(start).Round(time.Millisecond))
 	c.readServingCA(t)
-	c.kubelet.start(t, c.api, c.node, kubeletBin)
+	c.kubelet.start(t, c.api, c.node, b.kubelet)
 	return c
 }
 
