@@ -229,12 +229,40 @@ func realClusterScenario(t *testing.T, b *clusterBuild, runc string) {
 	})
 
 	t.Run("alerts", func(t *testing.T) {
-		r := resp.must(t, "alerts", "-o", "wide")
-		saveOutput(t, "cluster-alerts.txt", r)
-		got := decode[cluster.Alert](t, resp.must(t, "alerts", "-o", "json"))
-		for _, a := range got.Items {
-			t.Logf("alert %s %s %s %s: %s", a.Rule, a.Severity, a.AuditID, a.ProcessID, a.Message)
+		// Carol's request reused alice's ID: its session key is the ID
+		// with a suffix of its own.
+		var carolKey string
+		for _, s := range decode[cluster.Session](t, resp.must(t, "sessions", "--user", carol.name, "-o", "json")).Items {
+			carolKey = s.AuditID
 		}
+		if carolKey == "" || aliceID == "" || !strings.HasPrefix(carolKey, aliceID+"~") {
+			t.Fatalf("carol's session %q, alice's %q: want carol's under alice's ID", carolKey, aliceID)
+		}
+		reuse := []string{aliceID, carolKey}
+		// The rules raise on the reused ID alone: both sessions are
+		// audit-id-reused, their processes audit_id_conflict; kubectl
+		// debug, the rollout's session and the denied exec raise nothing.
+		var got cluster.Answer[cluster.Alert]
+		testutil.EventuallyNil(t, func() error {
+			got = decode[cluster.Alert](t, resp.quiet(t, "alerts", "--rule", "audit-id-reused", "-o", "json"))
+			var ids []string
+			for _, a := range got.Items {
+				ids = append(ids, a.AuditID)
+			}
+			slices.Sort(ids)
+			if !slices.Equal(ids, reuse) {
+				return fmt.Errorf("audit-id-reused alerts about %q, want %q", ids, reuse)
+			}
+			return nil
+		})
+		all := decode[cluster.Alert](t, resp.must(t, "alerts", "-o", "json"))
+		for _, a := range all.Items {
+			if (a.Rule != "audit-id-reused" && a.Rule != "tamper-audit-id-conflict") || !slices.Contains(reuse, a.AuditID) {
+				t.Errorf("alert %s (%s) about session %q process %q: %s; want only the reused ID's", a.Rule,
+					a.Severity, a.AuditID, a.ProcessID, a.Message)
+			}
+		}
+		saveOutput(t, "cluster-alerts.txt", resp.must(t, "alerts"))
 	})
 }
 
