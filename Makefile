@@ -38,7 +38,7 @@ CLANG_MAJOR  ?= 14
 # Debian packages as package:check, where check is a command that must be on
 # PATH, "static:busybox" for a statically linked binary, or "dpkg" for an
 # installed package.
-RUNTIME_DEPS  := runc:runc containerd:containerd busybox-static:static:busybox jq:jq curl:curl kubernetes-client:kubectl gcc:gcc libc6-dev:dpkg
+RUNTIME_DEPS  := runc:runc containerd:containerd busybox-static:static:busybox jq:jq curl:curl gcc:gcc libc6-dev:dpkg libseccomp-dev:dpkg
 GENERATE_DEPS := clang:clang llvm:llvm-strip libbpf-dev:dpkg
 
 IS_ROOT := $(filter 0,$(shell id -u))
@@ -78,15 +78,18 @@ endef
 
 all: lint build test
 
-## deps: runc, busybox-static and jq (tests, demo), then `go mod download`.
+## deps: runc, busybox-static and jq (tests, demo), a kubectl >= 1.30
+## (scripts/ensure-kubectl.sh builds one if PATH has none), then `go mod download`.
 deps:
 	@$(call ensure_pkgs,$(RUNTIME_DEPS),1)
+	@GO=$(GO) bash scripts/ensure-kubectl.sh 1
 	$(GO) mod download
 
 # deps-test: like deps, but without root only warns: the unprivileged tests
 # still run, and the privileged ones skip (or fail, under CI=true).
 deps-test:
 	@$(call ensure_pkgs,$(RUNTIME_DEPS),$(if $(IS_ROOT),1,0))
+	@GO=$(GO) bash scripts/ensure-kubectl.sh $(if $(IS_ROOT),1,0)
 	$(GO) mod download
 
 ## deps-generate: clang, llvm (llvm-strip) and libbpf-dev for `make generate`.
