@@ -24,6 +24,9 @@ PKGS      ?= ./...
 # would land in their benchmarks and drop counters.
 TEST_P       ?= 1
 TEST_TIMEOUT ?= 20m
+# test/kubeapi's: its one-node cluster builds the kubelet inside the test
+# (about 20 minutes on 2 cold cores).
+KUBEAPI_TIMEOUT ?= 60m
 TESTFLAGS    ?=
 BENCH        ?= .
 BENCHTIME    ?= 1s
@@ -108,14 +111,16 @@ generate: deps-generate
 build:
 	$(GO) build -o $(BIN) ./cmd/correlator
 
-## test: every test in every package, privileged ones included, then the
-## real kube-apiserver test of `kubectl correlator` (test/kubeapi, its own module).
+## test: every test in every package, privileged ones included, then
+## test/kubeapi (its own module): `kubectl correlator` through a real
+## kube-apiserver, and the one-node cluster of e2e-cluster (build tag
+## e2ecluster; it builds the kubelet: minutes cold, seconds cached).
 test: deps-test
 	@if [ -z "$(IS_ROOT)" ]; then \
 		echo "test: not running as root: privileged tests (BPF, runc) will SKIP;" \
 			"under CI=true a skip is a FAILURE. Run: sudo make test" >&2; fi
 	$(GO) test -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
-	cd test/kubeapi && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
+	cd test/kubeapi && $(GO) test -tags e2ecluster -count=1 -timeout $(KUBEAPI_TIMEOUT) $(TESTFLAGS) ./...
 
 ## bench: benchmarks only, with allocations (root). BENCH=regex BENCHTIME=1s|100x.
 bench: deps-test
@@ -199,7 +204,8 @@ e2e-kubeapi:
 ## the containerd of internal/nodeharness, correlator's chart applied
 ## through the API (its agent pod started by the kubelet), the exec bridge,
 ## users' `kubectl exec` with the real kubectl, answered by
-## `kubectl correlator`. Opt-in (build tag e2ecluster): not in `make test`.
+## `kubectl correlator`; once with Debian's runc, once with runc v1.4.0.
+## Alone and verbose here; `make test` runs it too (build tag e2ecluster).
 .PHONY: e2e-cluster
 e2e-cluster: deps-test
 	cd test/kubeapi && $(GO) test -tags e2ecluster -count=1 -v -timeout 30m -run '^TestRealCluster$$' .
