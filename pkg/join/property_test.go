@@ -150,6 +150,9 @@ func genScenario(rng *rand.Rand) scenario {
 	if len(sc.keps) > 0 && rng.Intn(2) == 0 {
 		addReuse(rng, &sc)
 	}
+	if rng.Intn(3) == 0 {
+		addDebug(rng, &sc)
+	}
 	return sc
 }
 
@@ -262,8 +265,11 @@ func TestJoinOrderIndependence(t *testing.T) {
 					got.Attribution, got.AuditID, got.ClaimedAuditID, w.attr, w.auditID, w.claimed)
 			}
 		}
-		if len(ref.procs) != len(sc.procs) {
-			t.Fatalf("seed %d scenario %d: %d processes emitted, want %d", seed, s, len(ref.procs), len(sc.procs))
+		if n := uniqueProcs(sc.procs); len(ref.procs) != n {
+			t.Fatalf("seed %d scenario %d: %d processes emitted, want %d", seed, s, len(ref.procs), n)
+		}
+		if p, ok := ref.procs["d-r"]; ok && p.Attribution == vocab.AttributionAuditID {
+			seen["debug container attributed"]++
 		}
 		want := ref.canonical()
 		for o := range orders {
@@ -281,11 +287,21 @@ func TestJoinOrderIndependence(t *testing.T) {
 		"attribution=audit_id", "attribution=inherited", "attribution=heuristic", "attribution=ambiguous", "attribution=",
 		vocab.FlagPodMismatch, vocab.FlagDeniedExec, vocab.FlagNoAuditRecord, vocab.FlagRootUnverified, vocab.FlagAuditIDConflict,
 		vocab.FlagEnvMismatch, vocab.FlagEnvRemoved, vocab.FlagPlaceholder, vocab.FlagAuditIDReused,
+		"debug container attributed",
 	} {
 		if seen[k] == 0 {
 			t.Errorf("seed %d: no process with %s", seed, k)
 		}
 	}
+}
+
+// uniqueProcs counts the processes, a re-exec (the same ID again) once.
+func uniqueProcs(procs []Process) int {
+	ids := map[string]bool{}
+	for _, p := range procs {
+		ids[p.ProcessID] = true
+	}
+	return len(ids)
 }
 
 func diffLines(a, b string) string {
