@@ -59,8 +59,8 @@ func TestJoinBridge(t *testing.T) {
 			},
 		},
 		{
-			name: "the merger saw another request reuse alice's audit ID, not held yet: her bridge ID still names her request",
-			recs: []auditlog.ExecRecord{rwith(alice, func(r *auditlog.ExecRecord) { r.Flags = []string{vocab.FlagAuditIDConflict} })},
+			name:  "the merger saw another request reuse alice's audit ID, not held yet: her bridge ID still names her request",
+			recs:  []auditlog.ExecRecord{rwith(alice, func(r *auditlog.ExecRecord) { r.Flags = []string{vocab.FlagAuditIDConflict} })},
 			procs: []Process{broot("ra", bridgeA, time.Second), bchild("ca", "ra", bridgeA)},
 			want: map[string]want{
 				"ra": {attr: vocab.AttributionAuditID, auditID: idA, flags: []string{vocab.FlagAuditIDConflict, vocab.FlagBridgeArgv}},

@@ -98,8 +98,8 @@ func debugEvents(bid string, rr time.Time) []auditlog.Event {
 			User:                     auditlog.UserInfo{Username: "dave", Groups: []string{"dev"}},
 			ObjectRef:                &auditlog.ObjectReference{Resource: "pods", Namespace: "ns", Name: "web", Subresource: auditlog.SubresourceEphemeralContainers},
 			RequestReceivedTimestamp: auditlog.Time{Time: rr}, StageTimestamp: auditlog.Time{Time: at},
-			Annotations:              map[string]string{auditlog.AnnotationDecision: "allow", vocab.BridgeWebhookName + "/" + vocab.BridgeKey: bid},
-			RequestObject:            body,
+			Annotations:   map[string]string{auditlog.AnnotationDecision: "allow", vocab.BridgeWebhookName + "/" + vocab.BridgeKey: bid},
+			RequestObject: body,
 		}
 		if status != 0 {
 			ev.ResponseStatus = &auditlog.Status{Code: status}
