@@ -61,6 +61,37 @@ func TestSessionScopeOneAlertPerSession(t *testing.T) {
 	}
 }
 
+// TestConflictOneAlertPerSession: a reused audit ID is a fact about the
+// requests, so tamper-audit-id-conflict is one alert per session however
+// many of its processes carry the flag, and none for a process alone (an
+// ambiguous one has no session to name).
+func TestConflictOneAlertPerSession(t *testing.T) {
+	s := session()
+	s.Flags = []string{"audit_id_conflict"}
+	e := newTestEngine(t, DefaultRules(), nil, WithRecentIDs(0))
+	p1, p2 := process(), process()
+	p2.ProcessID = "other"
+	p1.Flags, p2.Flags = s.Flags, s.Flags
+	ids := map[string]bool{}
+	for _, in := range []Input{{Session: s, Process: p1}, {Session: s, Process: p2}, {Session: s}} {
+		for _, a := range e.Evaluate(in, t0) {
+			if a.Rule == "tamper-audit-id-conflict" {
+				ids[a.ID] = true
+			}
+		}
+	}
+	if len(ids) != 1 {
+		t.Errorf("tamper-audit-id-conflict: %d alerts for one session, want 1", len(ids))
+	}
+	lone := process()
+	lone.Flags, lone.AuditID, lone.Attribution = s.Flags, "", "ambiguous"
+	for _, a := range e.Evaluate(Input{Process: lone}, t0) {
+		if a.Rule == "tamper-audit-id-conflict" {
+			t.Errorf("an ambiguous process alone raised %s: %s", a.Rule, a.Message)
+		}
+	}
+}
+
 func TestRecentIDsSuppressRepeats(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	e := newTestEngine(t, DefaultRules(), reg)
