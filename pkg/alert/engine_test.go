@@ -2,8 +2,10 @@ package alert
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
+	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -82,6 +84,17 @@ func TestConflictOneAlertPerSession(t *testing.T) {
 	}
 	if len(ids) != 1 {
 		t.Errorf("tamper-audit-id-conflict: %d alerts for one session, want 1", len(ids))
+	}
+	// The second request's session is keyed <ID>~<hash>: the message
+	// names the audit ID the requests shared, and the session apart.
+	second := session()
+	second.AuditID, second.Flags = s.AuditID+"~61d340440b1d", s.Flags
+	second.Conflicts = []auditlog.ExecRecord{s.ExecRecord}
+	for _, a := range e.Evaluate(Input{Session: second}, t0) {
+		if want := "audit ID " + s.AuditID + " was used by more than one request"; a.Rule == "tamper-audit-id-conflict" &&
+			!strings.HasPrefix(a.Message, want) {
+			t.Errorf("message %q, want it to start %q", a.Message, want)
+		}
 	}
 	lone := process()
 	lone.Flags, lone.AuditID, lone.Attribution = s.Flags, "", "ambiguous"
