@@ -73,6 +73,14 @@ func TestJoinBridgeDebugContainer(t *testing.T) {
 			want: map[string]want{"d": {attr: vocab.AttributionAuditID, auditID: idA, flags: unverified}},
 		},
 		{
+			name: "the init execs in place twice (`sh -c 'exec sh -c \"...; cmd\"'`): still the root",
+			recs: []auditlog.ExecRecord{dbg},
+			procs: []Process{debugInit("d", "debugger", bridgeA, capture.OriginContainerInit),
+				inPlace(debugInit("d", "debugger", bridgeA, capture.OriginContainerInit), capture.OriginInside),
+				inPlace(inPlace(debugInit("d", "debugger", bridgeA, capture.OriginContainerInit), capture.OriginInside), capture.OriginInside)},
+			want: map[string]want{"d": {attr: vocab.AttributionAuditID, auditID: idA, flags: unverified}},
+		},
+		{
 			name: "a process the container's code started with the ID in its env execs in place: still a claim",
 			recs: []auditlog.ExecRecord{dbg},
 			procs: []Process{debugInit("d", "debugger", bridgeA, capture.OriginInside),

@@ -47,6 +47,12 @@ func addDebug(rng *rand.Rand, sc *scenario) {
 		again.ExecTime = start.Add(50 * time.Millisecond)
 		again.Bridge.Source = vocab.SourceInherited
 		tree = append(tree, again)
+		if rng.Intn(2) == 0 {
+			// and once more (`exec sh -c '...; exec cmd'`).
+			third := again
+			third.Argv, third.ExecTime = []string{"true"}, again.ExecTime.Add(50*time.Millisecond)
+			tree = append(tree, third)
+		}
 	}
 	for k := range rng.Intn(3) {
 		c := init

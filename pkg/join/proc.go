@@ -166,8 +166,9 @@ func (j *Joiner) merge(p *proc, in *Process) {
 	root := sameRootID(&p.in.Captured, &in.Captured) || sameRootID(&in.Captured, &p.in.Captured)
 	// Likewise the bridge's env, which execs the user's command in place,
 	// and a debug container's init that does (its env is the runtime's).
+	// noteFirst has run: p.origin() is the first image's, held or not.
 	broot := sameRootID(&p.in.Bridge, &in.Bridge) || sameRootID(&in.Bridge, &p.in.Bridge) ||
-		sameInitID(&p.in.Bridge, p.in.ExecOrigin, &in.Bridge) || sameInitID(&in.Bridge, in.ExecOrigin, &p.in.Bridge)
+		(p.origin() == capture.OriginContainerInit && (sameInitID(&p.in.Bridge, &in.Bridge) || sameInitID(&in.Bridge, &p.in.Bridge)))
 	if in.ExecTime.After(p.in.ExecTime) || (in.ExecTime.Equal(p.in.ExecTime) && lessExec(in, &p.in)) {
 		next := *in
 		if root {
@@ -204,13 +205,13 @@ func sameRootID(a, b *capture.KeyValue) bool {
 		!slices.Contains(a.Flags, vocab.FlagRootUnverified) && !slices.Contains(a.Flags, vocab.FlagRootIndirect)
 }
 
-// sameInitID reports whether a was a container's init with the bridge's
-// ID in the env the runtime gave it (the kernel's container_init, never an
-// exec's bridge argv: ephemeralInit's evidence) and b carries the same ID.
-// Its flags stay: the pairing, not the kernel, vouches for such a root.
-func sameInitID(a *capture.KeyValue, origin capture.Origin, b *capture.KeyValue) bool {
-	return origin == capture.OriginContainerInit && a.Source == vocab.SourceEnv && a.Value != "" &&
-		a.Value == b.Value && !slices.Contains(a.Flags, vocab.FlagBridgeArgv)
+// sameInitID reports whether a, an image of a process whose first image
+// the runtime started as a container's init (the kernel's container_init:
+// ephemeralInit's evidence), read the bridge's ID from its env, never an
+// exec's bridge argv, and b carries the same ID. Its flags stay: the
+// pairing, not the kernel, vouches for such a root.
+func sameInitID(a, b *capture.KeyValue) bool {
+	return a.Source == vocab.SourceEnv && a.Value != "" && a.Value == b.Value && !slices.Contains(a.Flags, vocab.FlagBridgeArgv)
 }
 
 // lessExec orders an exec against the held one with the same time by their
