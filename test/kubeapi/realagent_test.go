@@ -47,6 +47,8 @@ type chartAgent struct {
 	// kubeconfig's token only over TLS. client trusts tlsCert.
 	tlsCert, tlsKey []byte
 	client          *http.Client
+	// pinPath is where the agents pin their probes (agent.config.pin-path).
+	pinPath string
 }
 
 // agentTLSSecret is the kubernetes.io/tls Secret the agent serves with.
@@ -59,20 +61,19 @@ const agentTLSSecret = "correlator-agent-tls"
 // no uninstall hook (no Job controller runs), the bridge on.
 func renderAgent(t *testing.T, node *nodeharness.Node, nodeIP, auditLog, dir string, set ...string) *chartAgent {
 	t.Helper()
-	a := &chartAgent{port: freePort(t)}
+	a := &chartAgent{port: freePort(t), pinPath: filepath.Join(testutil.BPFFSPath, "correlator-e2e-"+testutil.RandomUUID()[:8])}
 	a.tlsCert, a.tlsKey = selfSignedServing(t, "correlator-agent", net.ParseIP(nodeIP), net.IPv4(127, 0, 0, 1))
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(a.tlsCert)
 	a.client = &http.Client{Timeout: 30 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	sep := strings.LastIndex(ociimage.CorrelatorRef, ":")
-	suffix := testutil.RandomUUID()[:8]
 	args := []string{
 		"--set", "image.repository=" + ociimage.CorrelatorRef[:sep], "--set", "image.tag=" + ociimage.CorrelatorRef[sep+1:],
 		"--set", "image.pullPolicy=Never",
 		"--set", "criSocket=" + node.Socket,
 		"--set", "agent.config.listen=0.0.0.0:" + strconv.Itoa(a.port),
-		"--set", "agent.config.pin-path=" + filepath.Join(testutil.BPFFSPath, "correlator-e2e-"+suffix),
+		"--set", "agent.config.pin-path=" + a.pinPath,
 		"--set", "hostPaths.state=" + filepath.Join(dir, "state"),
 		"--set", "audit.logHostPath=" + filepath.Dir(auditLog),
 		"--set", "audit.logFiles={" + auditLog + "}",

@@ -166,6 +166,9 @@ func startRealCluster(t *testing.T, b *clusterBuild, runc string, users []apiUse
 		t.Fatal(err)
 	}
 	c.agent = renderAgent(t, c.node, c.kubelet.ip, c.auditLog, t.TempDir(), set...)
+	// The probes stay pinned, and attached, after the agents: the chart's
+	// uninstall hook needs a Job controller, so the test runs what it runs.
+	t.Cleanup(func() { c.uninstall(t) })
 	flags := append(auditFlags(t, c.auditLog), c.kubelet.apiFlags()...)
 	flags = append(flags, auditWebhookFlags(t, c.agent.webhookURL("127.0.0.1"), c.agent.token, c.agent.tlsCert)...)
 	start := time.Now()
@@ -309,4 +312,16 @@ func (c *realCluster) kubectl(t *testing.T, u apiUser, ns string) kubectlAs {
 		t.Fatalf("finding kubectl: %v", err)
 	}
 	return kubectlAs{bin: bin, kubeconfig: kubeconfig(t, c.api, u.name, u.token, ns)}
+}
+
+// uninstall runs `correlator uninstall` for the agents' pin path, as the
+// chart's pre-delete hook does on every node, and checks nothing is left.
+func (c *realCluster) uninstall(t *testing.T) {
+	out, err := exec.Command(c.correlator, "uninstall", "--pin-path", c.agent.pinPath).CombinedOutput()
+	if err != nil {
+		t.Errorf("correlator uninstall --pin-path %s: %v\n%s", c.agent.pinPath, err, out)
+	}
+	if _, err := os.Stat(c.agent.pinPath); !os.IsNotExist(err) {
+		t.Errorf("%s is still there after correlator uninstall (%v)", c.agent.pinPath, err)
+	}
 }
