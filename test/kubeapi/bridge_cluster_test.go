@@ -1,7 +1,6 @@
 package kubeapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,17 +45,7 @@ func (k kubectlAs) run(t *testing.T, args ...string) result {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, k.bin, append([]string{"--kubeconfig", k.kubeconfig}, args...)...)
 	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := result{prog: "kubectl", args: args, stdout: stdout.String(), stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("running kubectl %v: %v", args, err)
-	}
+	r := runCommand(t, cmd, "kubectl", args)
 	t.Logf("%s", r)
 	return r
 }

@@ -110,18 +110,26 @@ func (p plugin) run(t *testing.T, args ...string) result {
 	cmd := exec.CommandContext(ctx, p.bin, append([]string{"--kubeconfig", p.kubeconfig}, args...)...)
 	// Nothing from the test's environment: no $KUBECONFIG, no store.
 	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+	r := runCommand(t, cmd, "", args)
+	t.Logf("%s", r)
+	return r
+}
+
+// runCommand runs cmd (prog args...) and returns its output and exit
+// code; a command that could not run at all fails the test.
+func runCommand(t *testing.T, cmd *exec.Cmd, prog string, args []string) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
+	r := result{prog: prog, args: args, stdout: stdout.String(), stderr: stderr.String()}
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
 	case err != nil:
-		t.Fatalf("running kubectl-correlator %v: %v", args, err)
+		t.Fatalf("running %s %v: %v", cmd.Path, args, err)
 	}
-	t.Logf("%s", r)
 	return r
 }
 

@@ -3,12 +3,10 @@
 package kubeapi
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -263,18 +261,7 @@ func (p pluginAs) quiet(t *testing.T, args ...string) result {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, p.kubectl, append([]string{"correlator"}, args...)...)
 	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "KUBECONFIG=" + p.kubeconfig}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("running kubectl correlator %v: %v", args, err)
-	}
-	return r
+	return runCommand(t, cmd, "", args)
 }
 
 func (p pluginAs) must(t *testing.T, args ...string) result {
