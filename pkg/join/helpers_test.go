@@ -110,3 +110,9 @@ func hasAll(have []string, want ...string) bool {
 	}
 	return true
 }
+
+// windowsClosed is a time by which every heuristic window and hold of
+// requests received up to t has closed (holdsDeadline), inside the TTL.
+func windowsClosed(t time.Time) time.Time {
+	return t.Add(2*DefaultHeuristicWindow + DefaultAuditLag + 30*time.Second)
+}

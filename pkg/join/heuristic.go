@@ -35,13 +35,21 @@ type candidate struct {
 	auditID string
 	base    float64
 	score   float64
+	rr      time.Time // the request's requestReceived
 }
 
 // heuristic matches an ID-less exec root to exec requests of its pod whose
-// [requestReceived-W, end+W] holds the process start, scored by the argv
+// [requestReceived-W, requestReceived+W] holds the process start, scored by the argv
 // the runtime exec'd (the root's first image: what the request's command=
 // names). One request starts one root: a request a verified root holds,
-// or the only candidate of another ID-less root, is not a candidate here.
+// or the only candidate of another settled ID-less root, is not a
+// candidate here.
+//
+// No answer is given before the root's window has closed (windowClosed):
+// until every record that could fit has had time to arrive, one request
+// that fits alone says nothing, and the root stays pending. What it says
+// then is a function of the records and roots held, not of which came
+// first (design.md, join rule 7).
 func (j *Joiner) heuristic(p *proc, r *result) {
 	r.execRoot = true
 	r.waiting = true
@@ -52,9 +60,24 @@ func (j *Joiner) heuristic(p *proc, r *result) {
 	if pk != "" && !t.IsZero() {
 		cands, beaten = j.candidates(p, pk, t)
 	}
-	j.setHeld(p, pk, cands)
+	closed := j.windowClosed(p)
+	j.setHeld(p, pk, cands, closed)
 	if len(cands) == 0 {
 		j.uncovered(p, r)
+		if !closed {
+			j.awaitWindow(p, j.windowDeadline(p))
+		}
+		return
+	}
+	if !closed {
+		j.awaitWindow(p, j.windowDeadline(p))
+		return
+	}
+	// Every other root that could have one of these requests as its only
+	// candidate started within W of it and has its own window closed by
+	// then: until that, a hold still to come could change the answer.
+	if due := j.holdsDeadline(cands); !p.expired && j.now.Before(due) {
+		j.awaitWindow(p, due)
 		return
 	}
 	r.waiting = false
@@ -87,6 +110,59 @@ func (j *Joiner) heuristic(p *proc, r *result) {
 	r.attr = vocab.AttributionAmbiguous
 	for _, c := range free {
 		r.candidates = append(r.candidates, c.auditID)
+	}
+}
+
+// windowDeadline is when every record that could fit root p has had time
+// to reach the node: a fitting request was received by start+W, and its
+// record arrives at most AuditLag after that.
+func (j *Joiner) windowDeadline(p *proc) time.Time {
+	return p.startTime().Add(j.cfg.HeuristicWindow + j.cfg.AuditLag)
+}
+
+// windowClosed reports whether root p's records are all in, by the time
+// the joiner was last given (or p's wait ended early: the pending TTL or
+// the MaxPending bound).
+func (j *Joiner) windowClosed(p *proc) bool {
+	return p.expired || p.startTime().IsZero() || !j.now.Before(j.windowDeadline(p))
+}
+
+// holdsDeadline is when the windows of all roots that could contend for
+// cands have closed: a contender starts at most W after a request was
+// received, and its window closes W + AuditLag after that.
+func (j *Joiner) holdsDeadline(cands []candidate) time.Time {
+	var last time.Time
+	for _, c := range cands {
+		if c.rr.After(last) {
+			last = c.rr
+		}
+	}
+	return last.Add(2*j.cfg.HeuristicWindow + j.cfg.AuditLag)
+}
+
+// awaitWindow schedules p to be resolved again at due (once at a time: a
+// root woken early schedules itself again).
+func (j *Joiner) awaitWindow(p *proc, due time.Time) {
+	if p.awaiting {
+		return
+	}
+	p.awaiting = true
+	j.windowq.push(qent{id: p.in.ProcessID, seq: p.seq, t: qtime(due)})
+}
+
+// advance moves the joiner's time to now (never back) and schedules the
+// roots whose window closed by then; the caller settles.
+func (j *Joiner) advance(now time.Time) {
+	if now.After(j.now) {
+		j.now = now
+	}
+	due := qtime(j.now)
+	for j.windowq.Len() > 0 && j.windowq.items[0].t <= due {
+		e := j.windowq.pop()
+		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
+			p.awaiting = false
+			j.enqueue(e.id)
+		}
 	}
 }
 
@@ -132,12 +208,14 @@ func (j *Joiner) candidates(p *proc, pk string, t time.Time) ([]candidate, bool)
 	return kept, len(kept) < len(cands)
 }
 
-// setHeld records p's only candidate (or none) in j.heldPod, re-resolving
-// the pod's other ID-less roots when it changes. The index keeps roots past
-// the pending TTL too, so that expiring one does not change another.
-func (j *Joiner) setHeld(p *proc, pk string, cands []candidate) {
+// setHeld records p's only candidate in j.heldPod once p's window has
+// closed (a root still waiting for records holds nothing: a record to come
+// may give it a second candidate), re-resolving the pod's other ID-less
+// roots when the count of holders crosses 0, 1 or 2. The index keeps roots
+// past the pending TTL too, so that expiring one does not change another.
+func (j *Joiner) setHeld(p *proc, pk string, cands []candidate, closed bool) {
 	held := ""
-	if len(cands) == 1 && pk != "" {
+	if closed && len(cands) == 1 && pk != "" {
 		held = pk + "\x00" + cands[0].auditID
 	}
 	if held == p.held {
@@ -147,9 +225,9 @@ func (j *Joiner) setHeld(p *proc, pk string, cands []candidate) {
 	if held == "" {
 		return
 	}
-	addTo(j.heldPod, held, p.in.ProcessID)
+	j.heldPod[held]++
 	p.held = held
-	if len(j.heldPod[held]) <= 2 {
+	if j.heldPod[held] <= 2 {
 		j.heldChanged(held, p)
 	}
 }
@@ -160,9 +238,14 @@ func (j *Joiner) dropHeld(p *proc) {
 		return
 	}
 	held := p.held
-	removeFrom(j.heldPod, held, p.in.ProcessID)
 	p.held = ""
-	if len(j.heldPod[held]) <= 1 {
+	n := j.heldPod[held] - 1
+	if n <= 0 {
+		delete(j.heldPod, held)
+	} else {
+		j.heldPod[held] = n
+	}
+	if n <= 1 {
 		j.heldChanged(held, p)
 	}
 }
@@ -180,12 +263,15 @@ func (j *Joiner) heldChanged(held string, p *proc) {
 	}
 }
 
-// heldByOther reports whether another ID-less root of pod pk has key as its
-// only candidate.
+// heldByOther reports whether another settled ID-less root of pod pk has
+// key as its only candidate.
 func (j *Joiner) heldByOther(p *proc, pk, key string) bool {
-	set := j.heldPod[pk+"\x00"+key]
-	_, mine := set[p.in.ProcessID]
-	return len(set) > 1 || (len(set) == 1 && !mine)
+	k := pk + "\x00" + key
+	n := j.heldPod[k]
+	if p.held == k {
+		n--
+	}
+	return n > 0
 }
 
 // score rates one record for an exec root starting at t.
@@ -204,12 +290,12 @@ func (j *Joiner) score(p *proc, rec *auditlog.ExecRecord, t time.Time) (candidat
 	if rr.IsZero() {
 		return candidate{}, false
 	}
+	// The runtime execs a request's root as its stream opens, so only
+	// requestReceived says when: a root started later in a long session is
+	// not its root, and a window that grew with the session's end would
+	// let a record's last stage, read long after, re-decide a settled root.
 	w := j.cfg.HeuristicWindow
-	end := rec.EndTimestamp
-	if end.IsZero() {
-		end = rr // open session: the root starts right after the request
-	}
-	if t.Before(rr.Add(-w)) || t.After(end.Add(w)) {
+	if t.Before(rr.Add(-w)) || t.After(rr.Add(w)) {
 		return candidate{}, false
 	}
 	base := argvScore(p.firstImage(), p.firstFilename(), rec.Command, p.in.ArgvTruncated)
@@ -231,7 +317,7 @@ func (j *Joiner) score(p *proc, rec *auditlog.ExecRecord, t time.Time) (candidat
 	if p.in.Container == "" || rec.Container == "" {
 		s *= defaultCtrPenalty
 	}
-	return candidate{auditID: rec.AuditID, base: base, score: s}, true
+	return candidate{auditID: rec.AuditID, base: base, score: s, rr: rr}, true
 }
 
 // argvScore matches the image the runtime exec'd against command.

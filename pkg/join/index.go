@@ -129,6 +129,7 @@ func (j *Joiner) Expire(now time.Time) []Update {
 			j.expire(p)
 		}
 	}
+	j.advance(now)
 	j.settle()
 	// Emit the expirations before forgetting exited processes: a session
 	// that ran and exited within one TTL must still be flagged.
@@ -348,4 +349,44 @@ func (j *Joiner) shrinkMaps() {
 	j.procs, j.deps, j.ids = shrunk(j.procs, &p[0]), shrunk(j.deps, &p[1]), shrunk(j.ids, &p[2])
 	j.spoProcs, j.recs, j.pending = shrunk(j.spoProcs, &p[3]), shrunk(j.recs, &p[4]), shrunk(j.pending, &p[5])
 	j.orphans, j.recsPod, j.rootsPod = shrunk(j.orphans, &p[6]), shrunk(j.recsPod, &p[7]), shrunk(j.rootsPod, &p[8])
+}
+
+// deadlines is a min-heap of queue entries by time: the roots waiting for
+// their heuristic window to close, which do not arrive in deadline order.
+type deadlines struct{ items []qent }
+
+func (d *deadlines) Len() int { return len(d.items) }
+
+func (d *deadlines) push(e qent) {
+	d.items = append(d.items, e)
+	for i := len(d.items) - 1; i > 0; {
+		up := (i - 1) / 2
+		if d.items[up].t <= d.items[i].t {
+			break
+		}
+		d.items[up], d.items[i] = d.items[i], d.items[up]
+		i = up
+	}
+}
+
+func (d *deadlines) pop() qent {
+	top := d.items[0]
+	last := len(d.items) - 1
+	d.items[0] = d.items[last]
+	d.items = d.items[:last]
+	for i := 0; ; {
+		small, l, r := i, 2*i+1, 2*i+2
+		if l < last && d.items[l].t < d.items[small].t {
+			small = l
+		}
+		if r < last && d.items[r].t < d.items[small].t {
+			small = r
+		}
+		if small == i {
+			break
+		}
+		d.items[i], d.items[small] = d.items[small], d.items[i]
+		i = small
+	}
+	return top
 }

@@ -22,6 +22,9 @@ const (
 	DefaultPendingTTL      = 5 * time.Minute
 	DefaultHeuristicWindow = 10 * time.Second
 	DefaultClockSkew       = time.Second
+	// DefaultAuditLag is kube-apiserver's --audit-webhook-batch-max-wait:
+	// the longest a record waits in the apiserver before it is sent.
+	DefaultAuditLag = 30 * time.Second
 	DefaultMaxPending      = 100_000
 	DefaultMaxRecords      = 100_000
 	DefaultMaxProcesses    = 500_000
@@ -41,14 +44,22 @@ type Config struct {
 	// is flagged no_audit_record, and how long exited processes and idle
 	// records are kept for late arrivals.
 	PendingTTL time.Duration `json:"pendingTTL" yaml:"pendingTTL"`
-	// HeuristicWindow widens [requestReceived, end] on both sides when
-	// matching ID-less exec roots.
+	// HeuristicWindow is how far from requestReceived, either way, an
+	// ID-less exec root may start and still be matched to the request.
 	HeuristicWindow time.Duration `json:"heuristicWindow" yaml:"heuristicWindow"`
 	// ClockSkew is how far the node's clock may run behind the
 	// apiserver's: a verified root may start up to this long before its
 	// request's requestReceived (or after its end) and still be paired with
 	// it. Larger makes reused IDs ambiguous more often, never wrong.
-	ClockSkew    time.Duration `json:"clockSkew" yaml:"clockSkew"`
+	ClockSkew time.Duration `json:"clockSkew" yaml:"clockSkew"`
+	// AuditLag is how late an exec request's record may reach this node
+	// after the request was received (the webhook's batching, a shipper's
+	// delay). An ID-less root's heuristic answer waits HeuristicWindow +
+	// AuditLag past its start, so that every record that could fit it is
+	// weighed: no answer names one user while a second fitting request is
+	// still on its way. Shorter answers sooner; a record later than this
+	// still re-decides the root, but after an answer was given.
+	AuditLag     time.Duration `json:"auditLag" yaml:"auditLag"`
 	MaxPending   int           `json:"maxPending" yaml:"maxPending"`
 	MaxRecords   int           `json:"maxRecords" yaml:"maxRecords"`
 	MaxProcesses int           `json:"maxProcesses" yaml:"maxProcesses"`
@@ -72,6 +83,7 @@ func DefaultConfig() Config {
 		PendingTTL:      DefaultPendingTTL,
 		HeuristicWindow: DefaultHeuristicWindow,
 		ClockSkew:       DefaultClockSkew,
+		AuditLag:        DefaultAuditLag,
 		MaxPending:      DefaultMaxPending,
 		MaxRecords:      DefaultMaxRecords,
 		MaxProcesses:    DefaultMaxProcesses,
@@ -91,6 +103,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("validating heuristicWindow %v: must not be negative: %w", c.HeuristicWindow, ErrInvalidConfig)
 	case c.ClockSkew < 0:
 		return fmt.Errorf("validating clockSkew %v: must not be negative: %w", c.ClockSkew, ErrInvalidConfig)
+	case c.AuditLag < 0:
+		return fmt.Errorf("validating auditLag %v: must not be negative: %w", c.AuditLag, ErrInvalidConfig)
 	case c.MaxPending <= 0, c.MaxRecords <= 0, c.MaxProcesses <= 0:
 		return fmt.Errorf("validating caps (pending %d, records %d, processes %d): must be positive: %w",
 			c.MaxPending, c.MaxRecords, c.MaxProcesses, ErrInvalidConfig)
@@ -117,12 +131,14 @@ type Joiner struct {
 	rootsPod map[string]map[string]struct{} // namespace/pod -> ID-less exec roots within TTL
 	roots    map[string]map[string]rootInfo // audit ID -> its verified roots, by processID
 	pairs    map[string]*pairing            // audit ID -> its pairing, made on demand
-	heldPod  map[string]map[string]struct{} // pod and session key -> ID-less roots with it as only candidate
+	heldPod  map[string]int                 // pod and session key -> settled ID-less roots with it as only candidate
 	pending  map[string]struct{}
 	orphans  map[string]Exit // exits that came before their exec
 
 	pendq, procq, exitq, recq queue
-	rootq                     queue // IDs in j.roots, oldest first
+	rootq                     queue     // IDs in j.roots, oldest first
+	windowq                   deadlines // ID-less roots waiting for their window to close
+	now                       time.Time // the latest time the joiner was given
 	rootCount                 int   // roots in j.roots
 	deniedq                   queue // refused records, oldest first
 	seq                       uint64
@@ -162,7 +178,7 @@ func New(cfg Config, log zerolog.Logger) (*Joiner, error) {
 		rootsPod:   map[string]map[string]struct{}{},
 		roots:      map[string]map[string]rootInfo{},
 		pairs:      map[string]*pairing{},
-		heldPod:    map[string]map[string]struct{}{},
+		heldPod:    map[string]int{},
 		pending:    map[string]struct{}{},
 		orphans:    map[string]Exit{},
 		intern:     newInterner(),
@@ -207,6 +223,7 @@ func (j *Joiner) AddProcess(now time.Time, in Process) []Update {
 	for id := range j.deps[p.in.ProcessID] {
 		j.enqueue(id)
 	}
+	j.advance(now)
 	j.settle()
 	j.evictProcesses()
 	j.compactQueues()
@@ -252,6 +269,7 @@ func (j *Joiner) AddRecord(now time.Time, rec auditlog.ExecRecord) []Update {
 	}
 	j.dirtySess[rec.AuditID] = struct{}{}
 	j.enqueueRecord(rec.AuditID)
+	j.advance(now)
 	j.settle()
 	// Emit before evicting: a record shed at once is still stored.
 	out := j.flush()

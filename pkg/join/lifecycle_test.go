@@ -147,6 +147,9 @@ func TestReExecUnderSPOWebhook(t *testing.T) {
 	})
 	snap.apply(j.AddProcess(t0, first))
 	snap.apply(j.AddRecord(t0, rec))
+	// No answer while a second fitting record could still come.
+	checkWant(t, "r", snap.procs["r"], want{})
+	snap.apply(j.Expire(windowsClosed(t0)))
 	checkWant(t, "r", snap.procs["r"], want{attr: vocab.AttributionHeuristic, auditID: idA, minConf: 0.8})
 	snap.apply(j.AddProcess(t0, second))
 	checkWant(t, "r", snap.procs["r"], want{attr: vocab.AttributionAuditID, auditID: idA})

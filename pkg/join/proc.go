@@ -27,9 +27,11 @@ type proc struct {
 	rootPod     bool          // indexed in rootsPod under podKey(in.Namespace, in.Pod)
 	// uncovered: flagged uncovered_exec once, and counted then.
 	uncovered bool
-	// held is the session key that is this ID-less root's only heuristic
-	// candidate: no other ID-less root of the pod may have it.
+	// held is the pod and session key that is this settled ID-less root's
+	// only heuristic candidate: no other ID-less root of the pod may have it.
 	held string
+	// awaiting: p is in windowq, to be resolved when its window closes.
+	awaiting bool
 	// parent is the parent as last seen, so a child keeps what it inherited
 	// after the parent leaves memory.
 	parent *parentView

@@ -344,7 +344,7 @@ func (j *Joiner) track(p *proc, res result) {
 	j.setRoot(p, pk)
 	if !res.execRoot && p.held != "" {
 		// No longer an exec root (its parent came): it holds nothing.
-		j.setHeld(p, podKey(p.in.Namespace, p.in.Pod), nil)
+		j.setHeld(p, podKey(p.in.Namespace, p.in.Pod), nil, false)
 	}
 }
 

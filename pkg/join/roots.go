@@ -157,6 +157,7 @@ func (j *Joiner) RestoreRoots(now time.Time, id string, stored []Process) []Upda
 		return nil
 	}
 	j.repair(id)
+	j.advance(now)
 	j.settle()
 	j.evictRoots()
 	return j.flush()

@@ -341,6 +341,14 @@ func runJoinCases(t *testing.T, cases []joinCase, also func(*testing.T, joinCase
 				if !recordsFirst {
 					addRecs()
 				}
+				for id, got := range snap.procs {
+					if got.Attribution == vocab.AttributionHeuristic {
+						t.Fatalf("%s: heuristic answer %s before its window closed", id, got.AuditID)
+					}
+				}
+				// Every root's window and every hold closes, well inside
+				// the pending TTL.
+				snap.apply(j.Expire(windowsClosed(now)))
 				if tc.expire {
 					snap.apply(j.Expire(now.Add(DefaultPendingTTL)))
 				}
