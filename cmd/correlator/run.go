@@ -102,6 +102,8 @@ func newRunCmd(g *globalOptions) *cobra.Command {
 	f.DurationVar(&o.retention, "retention", 30*24*time.Hour, "delete sessions and processes older than this")
 	f.BoolVar(&o.noCapture, "no-capture", false, "do not load the BPF probes (audit ingestion and API only)")
 	f.DurationVar(&o.agent.Join.PendingTTL, "pending-ttl", o.agent.Join.PendingTTL, "how long a process waits for its audit record")
+	f.DurationVar(&o.agent.Join.AuditLag, "audit-lag", o.agent.Join.AuditLag,
+		"how late an exec request's audit record may reach this node; an ID-less exec's heuristic answer waits for it (the webhook batches for up to 30s)")
 	f.DurationVar(&o.agent.Join.ClockSkew, "clock-skew", o.agent.Join.ClockSkew,
 		"how far the node's clock may lag the apiserver's when pairing a verified root with its exec request")
 	o.capture.add(f)

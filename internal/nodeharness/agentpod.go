@@ -45,6 +45,9 @@ type chartObjects struct {
 	secret *corev1.Secret
 }
 
+// AgentAuditLag is the agent pod's --audit-lag.
+const AgentAuditLag = 10 * time.Second
+
 // RunAgentPod renders the chart in chartDir with set (helm --set values)
 // on top of what the node needs (the image, the node's CRI socket, a
 // loopback listen address on a free port, a unique pin path, the state
@@ -77,6 +80,10 @@ func (n *Node) RunAgentPod(t testing.TB, chartDir, dir string, set ...string) *A
 		"--set", "hostPaths.state=" + filepath.Join(dir, "state"),
 		"--set", "audit.logHostPath=" + filepath.Dir(a.AuditLog),
 		"--set", "audit.logFiles={" + a.AuditLog + "}",
+		// The tests hand records straight to the agent (the log it tails,
+		// its webhook): an ID-less exec's answer need not wait for the
+		// apiserver's 30 s webhook batching.
+		"--set", "agent.config.audit-lag=" + AgentAuditLag.String(),
 	}
 	for _, s := range set {
 		args = append(args, "--set", s)

@@ -24,10 +24,10 @@ const (
 	DefaultClockSkew       = time.Second
 	// DefaultAuditLag is kube-apiserver's --audit-webhook-batch-max-wait:
 	// the longest a record waits in the apiserver before it is sent.
-	DefaultAuditLag = 30 * time.Second
-	DefaultMaxPending      = 100_000
-	DefaultMaxRecords      = 100_000
-	DefaultMaxProcesses    = 500_000
+	DefaultAuditLag     = 30 * time.Second
+	DefaultMaxPending   = 100_000
+	DefaultMaxRecords   = 100_000
+	DefaultMaxProcesses = 500_000
 	// The byte bounds are estimates of the Go heap held; with the stage
 	// merger and queues they keep the agent well inside the chart's 512 MiB.
 	DefaultMaxRecordBytes   = 32 << 20
@@ -139,8 +139,8 @@ type Joiner struct {
 	rootq                     queue     // IDs in j.roots, oldest first
 	windowq                   deadlines // ID-less roots waiting for their window to close
 	now                       time.Time // the latest time the joiner was given
-	rootCount                 int   // roots in j.roots
-	deniedq                   queue // refused records, oldest first
+	rootCount                 int       // roots in j.roots
+	deniedq                   queue     // refused records, oldest first
 	seq                       uint64
 	stats                     Stats
 
