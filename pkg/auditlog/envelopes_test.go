@@ -314,8 +314,10 @@ func TestSyntheticRecordID(t *testing.T) {
 	}
 }
 
-// TestMergerBodyOnlyCommands: ID-less requests told apart only by their
-// bodies or codes each keep their stages.
+// TestMergerBodyOnlyCommands: ID-less native requests told apart only by
+// their bodies or codes share one key (their RequestReceived says neither),
+// and each keeps its stages as a record of its own, flagged
+// audit_id_conflict.
 func TestMergerBodyOnlyCommands(t *testing.T) {
 	t0 := time.Date(2026, 3, 4, 16, 0, 0, 0, time.UTC)
 	mk := func(stage string, code int32, body string) Event {
@@ -331,20 +333,22 @@ func TestMergerBodyOnlyCommands(t *testing.T) {
 		return ev
 	}
 	m := NewMerger(MergerConfig{})
-	for _, ev := range []Event{
+	evs := []Event{
 		mk(StageRequestReceived, 0, ""), mk(StageResponseStarted, 101, "sh"), mk(StageResponseStarted, 101, "id"),
 		mk(StageResponseComplete, 101, "id"), mk(StageResponseComplete, 101, "sh"), mk(StageResponseComplete, 403, ""),
-	} {
+	}
+	for _, ev := range evs {
 		m.Add(ev)
 	}
 	recs := m.Records()
-	if st := m.Stats(); len(recs) != 3 || st.Conflicts != 0 || st.Duplicates != 0 {
+	if st := m.Stats(); len(recs) != 3 || st.Conflicts != 2 || st.Duplicates != 0 {
 		t.Fatalf("%d records, stats %+v", len(recs), st)
 	}
 	want := [][]string{{StageRequestReceived, StageResponseStarted, StageResponseComplete}, {StageResponseStarted, StageResponseComplete}, {StageResponseComplete}}
 	for i, r := range recs {
-		if !slices.Equal(r.Stages, want[i]) || !r.HasFlag(vocab.FlagMissingAuditID) {
-			t.Errorf("record %d %v: stages %v flags %v", i, r.Command, r.Stages, r.Flags)
+		if !slices.Equal(r.Stages, want[i]) || !r.HasFlag(vocab.FlagMissingAuditID) || !r.HasFlag(vocab.FlagAuditIDConflict) ||
+			r.AuditID != evs[0].RecordID() {
+			t.Errorf("record %d %v: %s stages %v flags %v", i, r.Command, r.AuditID, r.Stages, r.Flags)
 		}
 	}
 }

@@ -121,11 +121,13 @@ func NewMerger(cfg MergerConfig) *Merger {
 
 // Add applies one event. Non-streaming events are ignored. An auditID over
 // MaxAuditIDBytes is bounded (BoundAuditID) and flagged audit_id_truncated.
-// An event without an auditID is filed under its SyntheticRecordID (or a
-// variant of it, when another request holds that) and flagged
-// missing_audit_id, so ID-less requests are kept apart, not merged or
-// reported as conflicting with each other. Two events under one auditID
-// are stages of one request only when what they asked agrees.
+// An event without an auditID is filed under its synthetic key (missingKey,
+// a function of the event alone) and flagged missing_audit_id: ID-less
+// requests that differ in what every stage logs are kept apart, and the
+// key does not depend on what else the Merger read or in which order. Two
+// events under one auditID or one synthetic key are stages of one request
+// only when what they asked agrees; otherwise both requests are kept,
+// flagged audit_id_conflict.
 func (m *Merger) Add(ev Event) AddResult {
 	var res AddResult
 	if !IsStreaming(&ev) {
@@ -140,22 +142,12 @@ func (m *Merger) Add(ev Event) AddResult {
 		code = ev.ResponseStatus.Code
 	}
 	rec := newRecord(&ev)
-	var e *entry
 	if ev.AuditID == "" {
-		// Filed under the key of what every stage knows; a different
-		// request already there (another command only a body names,
-		// another code) moves to a variant of it.
-		ev.AuditID, ev.missingID = syntheticBase(&ev), true
-		e = m.find(ev.AuditID, keyOf(&ev), rec, ev.Stage, code)
-		if e == nil && len(m.byID[ev.AuditID]) > 0 {
-			ev.AuditID = variantID(ev.AuditID, rec, code)
-			e = m.find(ev.AuditID, keyOf(&ev), rec, ev.Stage, code)
-		}
+		ev.AuditID, ev.missingID = missingKey(&ev), true
 		rec.AuditID = ev.AuditID
 		rec.addFlag(vocab.FlagMissingAuditID)
-	} else {
-		e = m.find(ev.AuditID, keyOf(&ev), rec, ev.Stage, code)
 	}
+	e := m.find(ev.AuditID, keyOf(&ev), rec, ev.Stage, code)
 	if e != nil && e.stages[ev.Stage] {
 		m.stats.Duplicates++
 		res.Duplicate = true

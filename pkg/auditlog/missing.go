@@ -35,9 +35,10 @@ func SyntheticAuditID(uri, verb, user string, received time.Time, sourceIPs []st
 // namespace, pod, subresource, container, command, env, ports, stdin and
 // tty, the request URI, the received time and the client (source IPs, user
 // agent). Two ID-less requests that differ in any of these get different
-// keys. The Merger files a request under the key of what all its stages
-// know (the query, not a request body only later stages log), so the
-// stages of one request share it.
+// keys. It is a function of the record alone; what a response adds (stage,
+// code, end, annotations) does not change it. The Merger files an event
+// under missingKey, which hands this the part of the event that is the
+// same on every stage of its request.
 func SyntheticRecordID(r *ExecRecord) string {
 	h := newKeyHash()
 	h.str(r.Verb)
@@ -61,22 +62,6 @@ func SyntheticRecordID(r *ExecRecord) string {
 	h.str(r.RequestReceivedTimestamp.UTC().Format(time.RFC3339Nano))
 	h.list(r.SourceIPs)
 	h.str(r.UserAgent)
-	return h.key()
-}
-
-// variantID is the key of an ID-less request whose synthetic key is held
-// by another request that asked for something else (a command or container
-// only its body names) or got another response code: the key and what
-// tells the two apart.
-func variantID(base string, r *ExecRecord, code int32) string {
-	h := newKeyHash()
-	h.str(base)
-	h.str(r.Container)
-	h.list(r.Command)
-	h.list(r.Ports)
-	h.tri(r.Stdin)
-	h.tri(r.TTY)
-	h.str(strconv.Itoa(int(code)))
 	return h.key()
 }
 
@@ -120,25 +105,44 @@ func (k keyHash) key() string {
 	return MissingIDPrefix + hex.EncodeToString(k.h.Sum(sum[:0])[:8])
 }
 
-// syntheticBase is the key of an ID-less event: SyntheticRecordID of its
-// request as every stage logs it, without a request body.
-func syntheticBase(ev *Event) string {
-	bare := *ev
-	bare.RequestObject = nil
-	r := newRecord(&bare)
+// missingKey is the key an event without an auditID is filed under: the
+// SyntheticRecordID of the request as the event alone tells it, so every
+// reader of the event (two agents, two files, a store read back) files it
+// under the same key whatever else it reads, and in whatever order.
+//
+// kube-apiserver writes each stage of a request as its own event, and logs
+// the requestURI, verb, user, client, objectRef and received time on every
+// stage, but a request body (requestObject) only on ResponseStarted and
+// ResponseComplete, and only at level Request and above. The key of such
+// an event leaves the body out, so RequestReceived and the later stages
+// share it. A source that logs no requestURI (GKE's LogEntry, rebuilt from
+// resourceName) writes one entry per request, whole: there the body is
+// part of the record, and its command, container, stdin and tty are part
+// of the key. The rule reads the event's own fields, not where it came
+// from, so an event stored and parsed again keeps its key.
+//
+// Two native requests equal in all that every stage logs, told apart only
+// by a body or a response code, share a key: nothing on a RequestReceived
+// says which of them it belongs to. The Merger keeps them as two records
+// under it, flagged audit_id_conflict.
+func missingKey(ev *Event) string {
+	e := *ev
+	if e.RequestURI != "" {
+		e.RequestObject = nil
+	}
+	r := newRecord(&e)
 	r.RequestReceivedTimestamp = receivedTime(ev)
 	return SyntheticRecordID(r)
 }
 
 // RecordID is the ID the event's record is kept under: its audit ID (in
 // its bounded form, BoundAuditID), or for an event without one the
-// synthetic key its record gets, so its stages stay beside that record as
-// evidence. A request whose key another held first gets a variant the
-// Merger alone can tell; RecordID gives the first.
+// synthetic key the Merger files it under (missingKey), so its stages stay
+// beside that record as evidence.
 func (ev *Event) RecordID() string {
 	if ev.AuditID != "" {
 		id, _ := BoundAuditID(ev.AuditID)
 		return id
 	}
-	return syntheticBase(ev)
+	return missingKey(ev)
 }
