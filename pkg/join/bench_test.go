@@ -54,12 +54,38 @@ func BenchmarkJoinHeuristic(b *testing.B) {
 	for i := range b.N {
 		p := with(pr(fmt.Sprintf("h%d", i), "runc", "", ""), argv("sh", "-c", fmt.Sprint(i%20)))
 		p.Start = t0.Add(time.Duration(i%20) * time.Second)
-		us := j.AddProcess(t0, p)
+		// Each root's window and holds have closed: it is decided at once.
+		us := j.AddProcess(windowsClosed(t0.Add(20*time.Second)), p)
 		if len(us) == 0 || (us[0].Process != nil && us[0].Process.Attribution == vocab.AttributionNone) {
 			b.Fatal("not attributed")
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkJoinHeuristicSettle is the node's way: each ID-less root is
+// added as it starts (no answer yet), and the expiry tick past its window
+// decides it. Per root: its resolution on arrival, its wait in the window
+// queue, and its resolution when the window and holds close.
+func BenchmarkJoinHeuristicSettle(b *testing.B) {
+	j := newJoiner(b, func(c *Config) { c.MaxProcesses = 100_000 })
+	for i := range 20 {
+		r := xr(fmt.Sprintf("h-%d", i), "sh", "-c", fmt.Sprint(i))
+		r.RequestReceivedTimestamp = t0.Add(time.Duration(i) * time.Second)
+		j.AddRecord(t0, r)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		p := with(pr(fmt.Sprintf("h%d", i), "runc", "", ""), argv("sh", "-c", fmt.Sprint(i%20)))
+		p.Start = t0.Add(time.Duration(i%20) * time.Second)
+		j.AddProcess(p.Start, p)
+	}
+	us := j.Expire(windowsClosed(t0.Add(20 * time.Second)))
+	if len(us) < b.N {
+		b.Fatalf("%d updates for %d roots", len(us), b.N)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "roots/s")
 }
 
 // BenchmarkJoinLatency measures, per session, the time from the second
