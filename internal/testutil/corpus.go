@@ -33,10 +33,12 @@ func AuditCorpus(t testing.TB) string {
 	return auditCorpus(t, corpusLookup{env: os.Getenv(CorporaEnv), wd: wd, fallback: defaultCorpora, ci: InCI()})
 }
 
-// corpusLookup is AuditCorpus's environment, explicit so it can be tested.
+// corpusLookup is AuditCorpus's environment, explicit so it can be tested
+// without the machine's own directories: top bounds the walk up from wd.
 type corpusLookup struct {
 	env      string // $CORRELATOR_CORPORA
 	wd       string // the test's working directory
+	top      string // the highest directory searched; "" (or one not above wd) is the filesystem root
 	fallback string // a corpora directory to try last
 	ci       bool
 }
@@ -62,14 +64,11 @@ func auditCorpus(t testing.TB, l corpusLookup) string {
 }
 
 // candidates lists the audit corpus directories to try, in order: under the
-// module root and each ancestor, then under the fallback.
+// module root and each ancestor up to top, then under the fallback.
 func (l corpusLookup) candidates() []string {
 	var out []string
-	for dir := moduleRoot(l.wd); ; dir = filepath.Dir(dir) {
+	for _, dir := range ancestors(moduleRoot(l.wd, l.top), l.top) {
 		out = append(out, filepath.Join(dir, "shared", "corpora", "audit"))
-		if filepath.Dir(dir) == dir {
-			break
-		}
 	}
 	if l.fallback != "" {
 		if fb := filepath.Join(l.fallback, "audit"); !slices.Contains(out, fb) {
@@ -79,16 +78,29 @@ func (l corpusLookup) candidates() []string {
 	return out
 }
 
-// moduleRoot is the nearest directory at or above dir holding go.mod; dir
-// itself if there is none.
-func moduleRoot(dir string) string {
-	dir = filepath.Clean(dir)
-	for d := dir; ; d = filepath.Dir(d) {
+// moduleRoot is the nearest directory at or above dir, up to top, holding
+// go.mod; dir itself if there is none.
+func moduleRoot(dir, top string) string {
+	for _, d := range ancestors(dir, top) {
 		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
 			return d
 		}
-		if filepath.Dir(d) == d {
-			return dir
+	}
+	return filepath.Clean(dir)
+}
+
+// ancestors lists dir and each directory above it, nearest first, up to and
+// including top; up to the filesystem root when top is empty or not above
+// dir.
+func ancestors(dir, top string) []string {
+	if top != "" {
+		top = filepath.Clean(top)
+	}
+	var out []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		out = append(out, d)
+		if d == top || filepath.Dir(d) == d {
+			return out
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -57,6 +58,9 @@ func mkdir(t *testing.T, parts ...string) string {
 // TestAuditCorpusLookup: the variable wins over a corpus beside the
 // checkout, which wins over the fallback; missing everywhere, the skip
 // names every path tried and the variable, and CI turns it into a failure.
+// The walk up stops at the temporary directory (top), so a corpus the
+// machine keeps above it (/work/shared/corpora above a TMPDIR under /work)
+// changes nothing.
 func TestAuditCorpusLookup(t *testing.T) {
 	tmp := t.TempDir()
 	proj := mkdir(t, tmp, "work", "proj")
@@ -73,13 +77,13 @@ func TestAuditCorpusLookup(t *testing.T) {
 	t.Run("variable wins", func(t *testing.T) {
 		mkdir(t, beside)
 		defer os.RemoveAll(filepath.Join(tmp, "work", "shared"))
-		if dir, o := lookup(t, corpusLookup{env: envCorpora, wd: wd, fallback: fallback}); dir != envAudit || o.skipped+o.failed != "" {
+		if dir, o := lookup(t, corpusLookup{env: envCorpora, wd: wd, top: tmp, fallback: fallback}); dir != envAudit || o.skipped+o.failed != "" {
 			t.Fatalf("got %q (%q%q), want %q", dir, o.skipped, o.failed, envAudit)
 		}
 	})
 	t.Run("variable set wrong fails", func(t *testing.T) {
 		wrong := filepath.Join(tmp, "nowhere")
-		_, o := lookup(t, corpusLookup{env: wrong, wd: wd, fallback: fallback})
+		_, o := lookup(t, corpusLookup{env: wrong, wd: wd, top: tmp, fallback: fallback})
 		if !strings.Contains(o.failed, CorporaEnv+"="+wrong) || o.skipped != "" {
 			t.Fatalf("failed %q skipped %q, want a failure naming %s", o.failed, o.skipped, CorporaEnv)
 		}
@@ -87,16 +91,16 @@ func TestAuditCorpusLookup(t *testing.T) {
 	t.Run("beside the checkout", func(t *testing.T) {
 		mkdir(t, beside)
 		defer os.RemoveAll(filepath.Join(tmp, "work", "shared"))
-		if dir, o := lookup(t, corpusLookup{wd: wd, fallback: fallback}); dir != beside {
+		if dir, o := lookup(t, corpusLookup{wd: wd, top: tmp, fallback: fallback}); dir != beside {
 			t.Fatalf("got %q (%q%q), want %q", dir, o.skipped, o.failed, beside)
 		}
 	})
 	t.Run("fallback last", func(t *testing.T) {
-		if dir, o := lookup(t, corpusLookup{wd: wd, fallback: fallback}); dir != fallbackAudit {
+		if dir, o := lookup(t, corpusLookup{wd: wd, top: tmp, fallback: fallback}); dir != fallbackAudit {
 			t.Fatalf("got %q (%q%q), want %q", dir, o.skipped, o.failed, fallbackAudit)
 		}
 	})
-	missing := corpusLookup{wd: wd, fallback: filepath.Join(tmp, "no-fallback")}
+	missing := corpusLookup{wd: wd, top: tmp, fallback: filepath.Join(tmp, "no-fallback")}
 	wantTried := []string{
 		filepath.Join(proj, "shared", "corpora", "audit"), // the module root, not the package
 		beside,
@@ -118,6 +122,15 @@ func TestAuditCorpusLookup(t *testing.T) {
 			t.Errorf("looked under the package directory, not the module root:\n%s", o.skipped)
 		}
 	})
+	t.Run("nothing above top", func(t *testing.T) {
+		// A corpus above top, as the machine's own may be, is never tried.
+		above := corpusLookup{wd: wd, top: filepath.Join(tmp, "work"), fallback: filepath.Join(tmp, "no-fallback")}
+		mkdir(t, tmp, "shared", "corpora", "audit")
+		defer os.RemoveAll(filepath.Join(tmp, "shared"))
+		if dir, o := lookup(t, above); dir != "" || o.skipped == "" || strings.Contains(o.skipped, filepath.Join(tmp, "shared")) {
+			t.Fatalf("got %q (skipped %q, failed %q), want a skip that never looked above %s", dir, o.skipped, o.failed, above.top)
+		}
+	})
 	t.Run("missing under CI fails", func(t *testing.T) {
 		missing.ci = true
 		_, o := lookup(t, missing)
@@ -125,4 +138,21 @@ func TestAuditCorpusLookup(t *testing.T) {
 			t.Fatalf("failed %q skipped %q, want a failure naming the paths", o.failed, o.skipped)
 		}
 	})
+}
+
+func TestAncestors(t *testing.T) {
+	for _, tc := range []struct {
+		dir, top string
+		want     []string
+	}{
+		{"/a/b/c", "/a", []string{"/a/b/c", "/a/b", "/a"}},
+		{"/a/b/c/", "/a/b/", []string{"/a/b/c", "/a/b"}},
+		{"/a/b", "", []string{"/a/b", "/a", "/"}},
+		{"/a/b", "/x", []string{"/a/b", "/a", "/"}}, // top not above dir: the root
+		{"/a", "/a", []string{"/a"}},
+	} {
+		if got := ancestors(tc.dir, tc.top); !slices.Equal(got, tc.want) {
+			t.Errorf("ancestors(%q, %q) = %q, want %q", tc.dir, tc.top, got, tc.want)
+		}
+	}
 }

@@ -156,41 +156,126 @@ func TestKernelTampering(t *testing.T) {
 
 // TestKernelPIDReuse plants the entry of a dead process under a pid, makes
 // the kernel hand that pid to a fresh process, and checks the newcomer does
-// not inherit the dead session.
+// not inherit the dead session. The control: an entry under a steered pid
+// that carries the start time of the process now holding it is inherited,
+// so the start time, not the pid, is what told them apart. The pid counter
+// may be anywhere, pid_max near included (pidSteer wraps as the kernel does).
 func TestKernelPIDReuse(t *testing.T) {
 	h := newHarness(t, allScope) // the reused pid carries no key
+	steer := newPIDSteer(t)
 	dead := testutil.RandomUUID()
-	for attempt := 0; attempt < 20; attempt++ {
-		last, err := os.ReadFile("/proc/sys/kernel/ns_last_pid")
-		if err != nil {
-			t.Fatal(err)
+	session := func(start uint64, coarse bool, target uint32) correlatorLineage {
+		e := correlatorLineage{StartNs: start, RootTgid: target, RootStartNs: start}
+		if coarse {
+			e.Lflags = uint32(correlatorLineageFlagLINEAGE_FLAG_COARSE_START)
 		}
-		n, _ := strconv.Atoi(string(last[:len(last)-1]))
-		target := uint32(n + 200)
-		stale := correlatorLineage{StartNs: 12345, RootTgid: target, RootStartNs: 12345}
-		stale.Ids[0].Len = uint16(copy(stale.Ids[0].Value[:], dead))
-		stale.Ids[0].Source = uint8(correlatorIdSourceID_SOURCE_ENV)
-		if err := h.p.objs.LineageMap.Put(target, &stale); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(int(target-1))), 0); err != nil {
-			t.Fatalf("steering pid allocation: %v", err)
-		}
-		pid := run(t, []string{"/bin/sh", "-c", "/bin/true; true"}, []string{"PATH=/bin"})
-		if uint32(pid) != target {
-			h.p.objs.LineageMap.Delete(target)
-			continue // another process took the pid; try again
-		}
-		ev := h.waitFor("exec under the reused pid", execOf(pid))
-		if ev.AuditID != "" {
-			t.Errorf("reused pid inherited dead session %q", ev.AuditID)
-		}
-		wantFlags(t, ev, vocab.FlagStaleLineage)
-		child := h.waitFor("child of the reused pid", func(e Event) bool { return e.Kind == KindExec && e.PPID == target })
-		if child.AuditID != "" {
-			t.Errorf("child of reused pid inherited %q", child.AuditID)
-		}
-		return
+		e.Ids[0].Len = uint16(copy(e.Ids[0].Value[:], dead))
+		e.Ids[0].Source = uint8(correlatorIdSourceID_SOURCE_ENV)
+		return e
 	}
-	t.Fatal("could not steer a pid in 20 attempts")
+
+	t.Run("a dead process's entry is not inherited", func(t *testing.T) {
+		for attempt := 0; attempt < 20; attempt++ {
+			target := steer.pick(t)
+			stale := session(12345, false, target)
+			if err := h.p.objs.LineageMap.Put(target, &stale); err != nil {
+				t.Fatal(err)
+			}
+			steer.aim(t, target)
+			pid := run(t, []string{"/bin/sh", "-c", "/bin/true; true"}, []string{"PATH=/bin"})
+			if uint32(pid) != target {
+				h.p.objs.LineageMap.Delete(target)
+				continue // another process took the pid; try again
+			}
+			ev := h.waitFor("exec under the reused pid", execOf(pid))
+			if ev.AuditID != "" {
+				t.Errorf("reused pid inherited dead session %q", ev.AuditID)
+			}
+			wantFlags(t, ev, vocab.FlagStaleLineage)
+			child := h.waitFor("child of the reused pid", func(e Event) bool { return e.Kind == KindExec && e.PPID == target })
+			if child.AuditID != "" {
+				t.Errorf("child of reused pid inherited %q", child.AuditID)
+			}
+			return
+		}
+		t.Fatal("could not steer a pid in 20 attempts")
+	})
+
+	t.Run("control: the entry of the pid's own process is inherited", func(t *testing.T) {
+		tok := "pid-control-" + dead[:8]
+		for attempt := 0; attempt < 20; attempt++ {
+			target := steer.pick(t)
+			steer.aim(t, target)
+			// The shell waits on stdin, so its entry is in place before it forks.
+			pid, release := spawnWaiting(t, []string{"/bin/sh", "-c", "read go; /bin/true " + tok + "; true"}, []string{"PATH=/bin"})
+			if uint32(pid) != target {
+				release()
+				continue
+			}
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, ticks, err := parseStat(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			live := session(ticks*ticksNs, true, target)
+			if err := h.p.objs.LineageMap.Put(target, &live); err != nil {
+				t.Fatal(err)
+			}
+			release()
+			child := h.waitFor("child of the pid's own process", func(e Event) bool {
+				return e.Kind == KindExec && e.PPID == target && len(e.Argv) == 2 && e.Argv[1] == tok
+			})
+			if child.AuditID != dead || child.Source != vocab.SourceInherited {
+				t.Errorf("child of the entry's own process: auditID %q source %q, want %s inherited", child.AuditID, child.Source, dead)
+			}
+			noFlags(t, child, vocab.FlagStaleLineage)
+			return
+		}
+		t.Fatal("could not steer a pid in 20 attempts")
+	})
+}
+
+// spawnWaiting starts argv with stdin a pipe; release closes the pipe's
+// write end (the process reads EOF) and waits for it to exit.
+func spawnWaiting(t *testing.T, argv, env []string) (int, func()) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{Env: env, Files: []uintptr{r.Fd(), null.Fd(), null.Fd()}})
+	r.Close()
+	if err != nil {
+		w.Close()
+		t.Fatalf("spawning %v: %v", argv, err)
+	}
+	var ws syscall.WaitStatus
+	done := false
+	release := func() {
+		if done {
+			return
+		}
+		done = true
+		w.Close()
+		for {
+			if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+				return
+			}
+		}
+	}
+	t.Cleanup(func() {
+		if !done {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		release()
+	})
+	return pid, release
 }
