@@ -56,9 +56,16 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } stats SEC(".maps");
 
+/*
+ * win_slop keeps the scan's 8-byte load at any offset below WIN_SIZE inside
+ * the buffer, so the offset's mask alone proves the load in bounds; at
+ * carries the offset through memory (win_index in scan.h).
+ */
 struct scan_buf {
 	__u64 ptrs[PTR_BLOCK];
 	__u8 win[WIN_SIZE];
+	__u8 win_slop[8];
+	__u64 at;
 };
 
 /* Scratch space: events and buffers exceed the 512-byte BPF stack. */

@@ -38,6 +38,27 @@ struct scan_ctx {
 
 #define WIN_MASK (WIN_SIZE - 1)
 
+/*
+ * win_index returns an offset already checked below WIN_LIMIT, masked (so
+ * the mask never changes it), after a round trip through the scratch map.
+ * The round trip hides the check from the compiler, which would otherwise
+ * fold the mask away, and hands the verifier a fresh scalar whose only
+ * bound is the mask: every copy of it, spilled or not, is in bounds (with
+ * win_slop, even for the 8-byte load at the last offset). The check alone
+ * was not enough: the compiler spilled the offset before comparing it, and
+ * 6.1's verifier does not carry a bound learned by a comparison to a copy
+ * spilled before it (6.12's does), so it refused the load ("R6 min value is
+ * negative"). A mask in an asm statement also passes 6.1, but 6.18 then
+ * walked three times the states (850k of its 1M instructions), seemingly
+ * tracking the offset's precision back into scan_ctx; a scalar loaded from
+ * a map has no history to track.
+ */
+static __always_inline __u32 win_index(struct scan_buf *buf, __u32 o)
+{
+	*(volatile __u64 *)&buf->at = o;
+	return *(volatile __u64 *)&buf->at & WIN_MASK;
+}
+
 /* Compares bytes 8..len of "KEY=" at win[o]; the first 8 came from the prefix. */
 static __always_inline bool key_tail_matches(struct scan_buf *buf, __u32 o, __u32 k)
 {
@@ -117,10 +138,11 @@ static __always_inline long scan_one(__u64 i, struct scan_ctx *c)
 		}
 		c->win_start = off;
 		c->win_valid = 1;
+		o = 0;
+	} else {
+		/* Below WIN_LIMIT: the window holds it (the test above). */
+		o = win_index(buf, off - c->win_start);
 	}
-	o = (__u32)(off - c->win_start);
-	if (o >= WIN_LIMIT) /* unreachable: keeps the verifier's bounds */
-		return 1;
 	c->visited++;
 
 	{

@@ -190,9 +190,11 @@ const (
 )
 
 type correlatorScanBuf struct {
-	_    structs.HostLayout
-	Ptrs [256]uint64
-	Win  [16384]uint8
+	_       structs.HostLayout
+	Ptrs    [256]uint64
+	Win     [16384]uint8
+	WinSlop [8]uint8
+	At      uint64
 }
 
 type correlatorStatIndex uint32
