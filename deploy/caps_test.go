@@ -58,7 +58,7 @@ func runCapture(t *testing.T, caps []string, tag string) captureRun {
 
 	pin := fmt.Sprintf("/sys/fs/bpf/correlator-captest-%d-%s", os.Getpid(), tag)
 	defer os.RemoveAll(pin)
-	args := append(setprivArgs(t, caps), correlatorBin(t), "capture", "--with-id-only", "--pin-path", pin)
+	args := append(setprivArgs(t, caps), correlatorBin(t), "capture", "--with-id-only", "--pin", "--pin-path", pin)
 	cmd := exec.Command(args[0], args[1:]...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

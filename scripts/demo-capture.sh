@@ -5,7 +5,7 @@
 #
 #   1. scripts/demo-runc.sh up            a busybox container in a
 #                                         Kubernetes-shaped cgroup
-#   2. bin/correlator capture --no-pin --containers-only > events.jsonl
+#   2. bin/correlator capture --containers-only > events.jsonl
 #   3. scripts/demo-runc.sh session <id>  exec with KUBERNETES_EXEC_AUDIT_ID=<id>;
 #                                         the session forks, double-forks, drops
 #                                         and rewrites the key; then a forged root
@@ -179,8 +179,8 @@ $ids"
 	printf 'container %s\npod UID   %s\ncgroup    %s\n' "$container_id" "$pod_uid" \
 		"$(sed -n 's/^CGROUP_PATH=//p' <<<"$ids")"
 
-	header "2. correlator capture --no-pin --containers-only"
-	"$CORRELATOR" capture --no-pin --containers-only >"$events" 2>"$caplog" &
+	header "2. correlator capture --containers-only"
+	"$CORRELATOR" capture --containers-only >"$events" 2>"$caplog" &
 	capture_pid=$!
 	wait_capturing "$caplog"
 	echo "capturing (pid $capture_pid): BPF programs attached to sched_process_exec/fork/exit"

@@ -25,7 +25,9 @@ func newAuditParseCmd(g *globalOptions) *cobra.Command {
 		Long: `Reads audit logs in any framing kube-apiserver and the clouds produce (JSON lines,
 webhook EventList bodies, arrays, AKS and CloudWatch envelopes, CRI and OpenShift prefixes, the
 legacy text format, gzip) and prints one JSON line per streaming session, stages merged.
-A summary goes to stderr. Bad records are counted, never fatal.`,
+A summary goes to stderr. Bad records are counted, never fatal.
+
+` + leavesNothing,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				args = []string{"-"}

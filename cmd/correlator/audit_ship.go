@@ -26,7 +26,12 @@ func newAuditShipCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ship",
 		Short: "Index the streaming (exec, attach, port-forward) audit records into Elasticsearch",
-		Args:  cobra.NoArgs,
+		Long: `Follows the apiserver's audit log (or receives its webhook) and indexes the
+streaming exec, attach and port-forward records into Elasticsearch, where
+every node's agent looks them up: the control plane's part.
+
+` + leavesNothing,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := g.logger().With().Str("component", "audit-ship").Logger()
 			if len(o.logPaths) == 0 && o.webhookListen == "" {

@@ -120,6 +120,11 @@ func newAuditWatchCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "watch",
 		Short: "Follow audit log files and/or receive the audit webhook; print sessions as they change",
+		Long: `Follows audit log files and/or receives the apiserver's audit webhook and
+prints each streaming session (exec, attach, port-forward) as a JSON line
+whenever its record changes.
+
+` + leavesNothing,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := g.logger()
 			metrics, err := auditlog.NewMetrics(prometheus.NewRegistry())

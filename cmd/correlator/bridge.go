@@ -40,6 +40,11 @@ func newBridgeCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bridge",
 		Short: "Run the exec bridge: a mutating admission webhook that prefixes each pods/exec command with env <key>=<fresh id>",
+		Long: `Runs the exec bridge, the mutating admission webhook that gives each
+pods/exec request an ID (env <key>=<fresh id> before its command) until the
+cluster runs KEP-6035; the agents' probes read it in the exec'd argv.
+
+` + leavesNothing,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cfg.Validate(); err != nil {
 				return err

@@ -89,7 +89,7 @@ func heldLinks(t *testing.T, pid int) []link.ID {
 func TestCaptureCommand(t *testing.T) {
 	testutil.RequireRoot(t)
 	bin := buildBinary(t)
-	cmd := exec.Command(bin, "capture", "--no-pin", "--with-id-only")
+	cmd := exec.Command(bin, "capture", "--with-id-only")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestCaptureNeedsRoot(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("building correlator: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "capture", "--no-pin")
+	cmd := exec.Command(bin, "capture")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
 	if err == nil {

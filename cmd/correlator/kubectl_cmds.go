@@ -20,7 +20,9 @@ Who exec'd into POD, asking only the agent on its node (every node when
 the pod is gone). With -l, every pod in the namespace that matches the
 label selector now, asking only the agents on those pods' nodes; a
 matching pod on no node is skipped and named. A deleted pod has no labels
-to match: ask for it by name.`),
+to match: ask for it by name.
+
+` + leavesNothing),
 		Example: `  kubectl correlator who web-0 -n prod
   kubectl correlator who web-0 -n prod -c app -o wide   # with each session's processes
   kubectl correlator who -l app=web -n prod`,
@@ -93,6 +95,10 @@ func newClusterSessionsCmd(o *kubectlOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sessions",
 		Short: "Exec sessions across the cluster, merged and newest first",
+		Long: `Exec sessions across the cluster, from every node's agent, merged and
+newest first.
+
+` + leavesNothing,
 		Example: `  kubectl correlator sessions --user alice@example.com -A --since 24h
   kubectl correlator sessions -n prod --group system:masters -o wide
   kubectl correlator sessions -l app=web -A   # sessions into the pods labelled app=web now`,
@@ -155,8 +161,11 @@ func newClusterSessionsCmd(o *kubectlOptions) *cobra.Command {
 
 func newClusterSessionCmd(o *kubectlOptions) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "session AUDIT-ID",
-		Short:   "One session and its process tree, from every node that holds it",
+		Use:   "session AUDIT-ID",
+		Short: "One session and its process tree, from every node that holds it",
+		Long: `One session and its process tree, from every node's agent that holds it.
+
+` + leavesNothing,
 		Example: `  kubectl correlator session 6f1c2b7e-0a4d-4c1e-9a57-0d2f3c4b5a69`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -201,7 +210,9 @@ Alerts the agents raised, across the cluster, newest first. With -l, only
 the alerts about the pods that match the label selector now, in -n's
 namespace or, with -A, every namespace: the pod of the alert's session,
 or else of its process, as the alert's payload records it. Alerts about
-pods that no longer exist never match.`),
+pods that no longer exist never match.
+
+` + leavesNothing),
 		Example: `  kubectl correlator alerts --since 1h
   kubectl correlator alerts -l app=web -A`,
 		Args: cobra.NoArgs,

@@ -127,7 +127,10 @@ func newSessionsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sessions",
 		Short: "List exec sessions with the user who opened each",
-		Args:  cobra.NoArgs,
+		Long: `Lists the exec sessions an agent's API holds, with the user who opened each.
+
+` + leavesNothing,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := o.client()
 			if err != nil {
@@ -153,7 +156,11 @@ func newSessionCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "session AUDIT-ID",
 		Short: "Show one session: who, from where, and its process tree",
-		Args:  cobra.ExactArgs(1),
+		Long: `Shows one session from an agent's API: who opened it, from where, and its
+process tree.
+
+` + leavesNothing,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client()
 			if err != nil {
@@ -179,7 +186,11 @@ func newProcessesCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "processes",
 		Short: "List processes and the session and user each is attributed to",
-		Args:  cobra.NoArgs,
+		Long: `Lists the processes an agent's API holds, with the session and user each
+is attributed to.
+
+` + leavesNothing,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := o.client()
 			if err != nil {

@@ -59,11 +59,22 @@ type runOptions struct {
 }
 
 func newRunCmd(g *globalOptions) *cobra.Command {
-	o := &runOptions{capture: newCaptureFlags(), agent: agent.Default()}
+	o := &runOptions{capture: newCaptureFlags(true), agent: agent.Default()}
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the node agent: capture, audit sources, join, store, API and metrics",
-		Args:  cobra.NoArgs,
+		Long: `run is the node agent: it loads correlator's eBPF probes, reads the audit
+sources, joins each process to the exec session and user it belongs to,
+stores sessions and processes, and serves the API and metrics.
+
+` + kernelHelpPrefix + `its probes, on purpose. They are
+pinned under --pin-path with the session lineage, the ring, the counters
+and a heartbeat (it says so in its log), and keep watching while no agent
+runs (a restart, an upgrade, a crash); the next agent adopts them and reads
+what they saw meanwhile. ` + "`correlator uninstall`" + ` (the chart's pre-delete
+hook) detaches and removes them. With --no-pin nothing is pinned and all is
+detached when it exits; with --no-capture it loads nothing into the kernel.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var file []byte
 			if o.configFile != "" {
@@ -234,6 +245,7 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) (err error) {
 		if err := probe.Attach(); err != nil {
 			return err
 		}
+		logKernelState(log, o.capture.config())
 	}
 	rd := &readiness{store: writer}
 	// The webhook on the API listener takes the token file's first token,

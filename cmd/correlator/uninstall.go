@@ -21,7 +21,11 @@ build: an interrupted upgrade may leave two) and removes the pinned maps,
 so the node keeps nothing of correlator in the kernel. The probes of an
 agent still running stay attached until it exits. Live sessions lose their
 lineage: an agent started later finds them through procfs only, flagged
-procfs_root. The Helm chart runs it in a pre-delete hook on every node.`,
+procfs_root. The Helm chart runs it in a pre-delete hook on every node.
+
+` + kernelHelpPrefix + `none of correlator's pins under
+--pin-path (only an agent still running keeps its probes, until it exits);
+it loads nothing itself.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := capture.Preflight(); err != nil {
