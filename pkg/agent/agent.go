@@ -44,6 +44,11 @@ type Config struct {
 	// alert rules (see podLabelCache), by pods and by estimated heap.
 	MaxPodLabels     int
 	MaxPodLabelBytes int
+	// MaxDeferredAlerts bounds the processes held for their attribution to
+	// settle before the alert rules that read it judge them (see
+	// alerts_wait.go); past it the oldest is judged at once, its alerts
+	// marked early.
+	MaxDeferredAlerts int
 }
 
 // Defaults for Config.
@@ -55,6 +60,9 @@ const (
 	// A node runs a few hundred pods at most (the kubelet's --max-pods).
 	DefaultMaxPodLabels     = 4096
 	DefaultMaxPodLabelBytes = 4 << 20
+	// Only processes a rule that reads attribution matched wait: forged
+	// roots, debug containers before their record.
+	DefaultMaxDeferredAlerts = 4096
 )
 
 // ErrInvalidConfig marks a Config that Validate refused.
@@ -64,7 +72,7 @@ var ErrInvalidConfig = errors.New("invalid agent config")
 func Default() Config {
 	return Config{Join: join.DefaultConfig(), Queue: DefaultQueue, ExpireEvery: time.Second,
 		MaxRecords: DefaultMaxRecords, MaxRecordBytes: DefaultMaxRecordBytes, AuditQueueBytes: DefaultAuditQueueBytes,
-		MaxPodLabels: DefaultMaxPodLabels, MaxPodLabelBytes: DefaultMaxPodLabelBytes}
+		MaxPodLabels: DefaultMaxPodLabels, MaxPodLabelBytes: DefaultMaxPodLabelBytes, MaxDeferredAlerts: DefaultMaxDeferredAlerts}
 }
 
 // Validate reports the first bad field.
@@ -73,10 +81,11 @@ func (c Config) Validate() error {
 		return err
 	}
 	if c.Queue <= 0 || c.ExpireEvery <= 0 || c.MaxRecords <= 0 || c.MaxRecordBytes <= 0 || c.AuditQueueBytes <= 0 ||
-		c.MaxPodLabels <= 0 || c.MaxPodLabelBytes <= 0 {
+		c.MaxPodLabels <= 0 || c.MaxPodLabelBytes <= 0 || c.MaxDeferredAlerts <= 0 {
 		return fmt.Errorf("validating agent config (queue %d, expiry %v, records %d, record bytes %d, audit queue bytes %d, "+
-			"pod labels %d, pod label bytes %d): must be positive: %w",
-			c.Queue, c.ExpireEvery, c.MaxRecords, c.MaxRecordBytes, c.AuditQueueBytes, c.MaxPodLabels, c.MaxPodLabelBytes, ErrInvalidConfig)
+			"pod labels %d, pod label bytes %d, deferred alerts %d): must be positive: %w",
+			c.Queue, c.ExpireEvery, c.MaxRecords, c.MaxRecordBytes, c.AuditQueueBytes, c.MaxPodLabels, c.MaxPodLabelBytes,
+			c.MaxDeferredAlerts, ErrInvalidConfig)
 	}
 	return nil
 }
@@ -126,6 +135,7 @@ type Agent struct {
 	outlet        AlertOutlet
 	alertFailures prometheus.Counter
 	labels        *podLabelCache // nil without alerts
+	waits         *alertWaits    // owned by the run loop
 	lookup        *lookupState
 }
 
@@ -156,6 +166,7 @@ func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus
 	for _, o := range opts {
 		o(a)
 	}
+	a.waits = newAlertWaits(cfg.MaxDeferredAlerts, cfg.Join.PendingTTL, f)
 	if a.alerter != nil {
 		a.labels = newPodLabelCache(cfg.MaxPodLabels, cfg.MaxPodLabelBytes)
 	}
@@ -254,6 +265,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.handleAudit(ctx, b)
 		case <-tick.C:
 			a.emit(ctx, a.now(), a.joiner.Expire(a.now()))
+			a.expireAlertWaits(ctx, a.now())
 			a.publishStats()
 		case <-ctx.Done():
 			a.drain()
@@ -274,6 +286,7 @@ func (a *Agent) drain() {
 		case b := <-a.audit:
 			a.handleAudit(ctx, b)
 		default:
+			a.stopAlertWaits(ctx)
 			return
 		}
 	}

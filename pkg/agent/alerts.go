@@ -26,7 +26,9 @@ type Option func(*Agent)
 
 // WithAlerts evaluates every session and process update against the rules;
 // alerts are stored with the batch and, when out is not nil, submitted for
-// delivery.
+// delivery. When e tells the rules that read attribution from the others
+// (*alert.Engine does), those judge a process only once its attribution
+// has settled (alerts_wait.go).
 func WithAlerts(e Alerter, out AlertOutlet) Option {
 	return func(a *Agent) { a.alerter, a.outlet = e, out }
 }
@@ -38,6 +40,10 @@ func WithAlerts(e Alerter, out AlertOutlet) Option {
 // joiner holds it. in.Labels are the labels of the process's pod, else of
 // its own session's pod (never the claimed session's), as this node last
 // resolved them; nil for a pod none of this node's processes ran in.
+//
+// The rules that read attribution judge a process once its attribution
+// has settled (evaluateProcess, alerts_wait.go); a session is its record,
+// settled by definition.
 func (a *Agent) evaluate(b *store.Batch, now time.Time) []store.Alert {
 	if a.alerter == nil {
 		return nil
@@ -50,21 +56,27 @@ func (a *Agent) evaluate(b *store.Batch, now time.Time) []store.Alert {
 		in := alert.Input{Session: s, Labels: a.labels.get(s.Namespace, s.Pod)}
 		out = append(out, a.alerter.Evaluate(in, now)...)
 	}
+	done := make(map[string]bool, len(b.Processes))
 	for i := range b.Processes {
-		p := &b.Processes[i]
-		in := alert.Input{Process: p, Labels: a.labels.get(p.Namespace, p.Pod)}
-		switch {
-		case p.AuditID != "":
-			in.Session = a.sessionOf(byID, p.AuditID)
-		case p.ClaimedAuditID != "":
-			in.Claimed = a.sessionOf(byID, p.ClaimedAuditID)
-		}
-		if in.Labels == nil && in.Session != nil {
-			in.Labels = a.labels.get(in.Session.Namespace, in.Session.Pod)
-		}
-		out = append(out, a.alerter.Evaluate(in, now)...)
+		done[b.Processes[i].ProcessID] = true
+		out = append(out, a.evaluateProcess(&b.Processes[i], byID, now)...)
 	}
-	return out
+	return append(out, a.settleClaims(b, byID, done, now)...)
+}
+
+// inputOf is what the rules see of p: see evaluate.
+func (a *Agent) inputOf(p *join.Process, byID map[string]*join.Session) alert.Input {
+	in := alert.Input{Process: p, Labels: a.labels.get(p.Namespace, p.Pod)}
+	switch {
+	case p.AuditID != "":
+		in.Session = a.sessionOf(byID, p.AuditID)
+	case p.ClaimedAuditID != "":
+		in.Claimed = a.sessionOf(byID, p.ClaimedAuditID)
+	}
+	if in.Labels == nil && in.Session != nil {
+		in.Labels = a.labels.get(in.Session.Namespace, in.Session.Pod)
+	}
+	return in
 }
 
 // sessionOf returns session id from the batch's sessions (byID), else as

@@ -66,6 +66,14 @@ func startAgent(t *testing.T, opts ...Option) (*Agent, *sqlite.Store, *store.Wri
 // startAgentIn runs an agent whose containers resolve through res.
 func startAgentIn(t *testing.T, res Resolver, opts ...Option) (*Agent, *sqlite.Store, *store.Writer) {
 	t.Helper()
+	return startAgentWith(t, res, nil, nil, opts...)
+}
+
+// startAgentWith runs an agent whose containers resolve through res, with
+// the shipped settings as tune leaves them and, when now is not nil, on
+// that clock (the expiry tick still runs every 10ms: it reads the clock).
+func startAgentWith(t *testing.T, res Resolver, tune func(*Config), now func() time.Time, opts ...Option) (*Agent, *sqlite.Store, *store.Writer) {
+	t.Helper()
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "c.db"), sqlite.Config{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -73,9 +81,15 @@ func startAgentIn(t *testing.T, res Resolver, opts ...Option) (*Agent, *sqlite.S
 	w := store.NewWriter(st, 100, 10*time.Millisecond, store.WithCommitWhenIdle())
 	cfg := Default()
 	cfg.ExpireEvery = 10 * time.Millisecond
+	if tune != nil {
+		tune(&cfg)
+	}
 	a, err := New(cfg, res, w, zerolog.Nop(), nil, opts...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if now != nil {
+		a.now = now
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -85,22 +99,27 @@ func startAgentIn(t *testing.T, res Resolver, opts ...Option) (*Agent, *sqlite.S
 }
 
 // TestAlertsStoredAndSubmitted: a forged root in kube-system raises the
-// default rules' alerts, stored with the batch and handed to the outlet.
+// default rules' alerts once its wait for a record is over, stored and
+// handed to the outlet.
 func TestAlertsStoredAndSubmitted(t *testing.T) {
 	eng, err := alert.NewEngine(alert.DefaultRules(), zerolog.Nop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := &recordingOutlet{}
-	a, st, w := startAgent(t, WithAlerts(eng, out))
+	clock := newFakeClock()
+	a, st, w := startAgentWith(t, staticMeta{ctr: {ContainerID: ctr, Namespace: "kube-system", Pod: "etcd-0", Container: "etcd"}},
+		nil, clock.Now, WithAlerts(eng, out))
 	ctx := context.Background()
 	ev := capture.Event{Exec: capture.Exec{ProcessID: "200-1", ParentProcessID: "199-1",
-		PID: 200, PPID: 199, Argv: []string{"sh"}, ContainerID: ctr}, Kind: capture.KindExec, Time: time.Now(),
+		PID: 200, PPID: 199, Argv: []string{"sh"}, ContainerID: ctr}, Kind: capture.KindExec, Time: clock.Now(),
 		AuditID: "0d8e6c1e-5b5c-4c55-9d7c-6a1f1f6e2f10",
 		Source:  vocab.SourceEnv, Flags: []string{vocab.FlagRootUnverified}}
 	if err := a.Process(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
+	waitHeld(t, a, 1)
+	clock.Advance(a.cfg.Join.PendingTTL)
 	var stored []store.Alert
 	testutil.EventuallyNil(t, func() error {
 		w.Flush(ctx)

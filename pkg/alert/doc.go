@@ -4,5 +4,11 @@
 // the matched fact) for receivers to dedupe on. The shipped rules are
 // rules/default.yaml; the format is rules/README.md.
 //
+// A rule that reads a process's attribution judges it only once that has
+// settled (settle.go): the caller evaluates an unsettled process with
+// Engine.EvaluateUnsettled, holds it while such a rule matches, and
+// evaluates it with Engine.Evaluate once it has, saying how in
+// Input.Settled.
+//
 // Delivering alerts to SIEMs is pkg/alert/delivery's.
 package alert

@@ -94,25 +94,55 @@ func (e *Engine) CountRuleErrors(err error) int {
 }
 
 // Evaluate returns an alert for every rule the input matches, except those
-// emitted recently (same ID). now is the alerts' Time.
+// emitted recently (same ID). now is the alerts' Time. A process is judged
+// as it is: the caller evaluates one whose attribution has not settled with
+// EvaluateUnsettled instead.
 func (e *Engine) Evaluate(in Input, now time.Time) []store.Alert {
+	out, _ := e.evaluate(&in, now, false)
+	return out
+}
+
+// EvaluateUnsettled evaluates a process whose attribution has not settled
+// (its audit record is still to come, or the join still holds it). The
+// rules that do not read attribution raise their alerts now, as Evaluate
+// would. Of those that do (Rule.WaitsForAttribution), none raises, counts
+// or is remembered: wait reports whether one matches the process as it is,
+// so that the caller holds it and calls Evaluate once it has settled.
+func (e *Engine) EvaluateUnsettled(in Input, now time.Time) (alerts []store.Alert, wait bool) {
+	return e.evaluate(&in, now, true)
+}
+
+func (e *Engine) evaluate(in *Input, now time.Time, unsettled bool) ([]store.Alert, bool) {
 	e.m.evaluations.Inc()
 	var out []store.Alert
+	wait := false
 	for i := range e.rules {
 		r := &e.rules[i]
 		if (r.Scope == ScopeProcess && in.Process == nil) || (r.Scope == ScopeSession && in.Session == nil) {
 			continue
 		}
-		mt := matcher{in: &in}
+		if unsettled && r.waits && wait {
+			continue // one is enough to hold the process
+		}
+		mt := matcher{in: in}
 		if !mt.match(&r.Match) {
 			continue
 		}
-		processID := ""
+		if unsettled && r.waits {
+			wait = true
+			continue
+		}
+		processID, auditID := "", in.auditID()
 		if in.Process != nil && r.Scope != ScopeSession {
 			processID = in.Process.ProcessID
+			if !r.waits {
+				// About the process alone, whether or not it has a
+				// session yet: one ID before and after attribution.
+				auditID = ""
+			}
 		}
 		matched := strings.Join(mt.facts, " ")
-		id := alertID(r.Name, in.auditID(), processID, matched)
+		id := alertID(r.Name, auditID, processID, matched)
 		if e.recent != nil {
 			if ok, _ := e.recent.ContainsOrAdd(id, struct{}{}); ok {
 				e.m.suppressed.Inc()
@@ -120,14 +150,14 @@ func (e *Engine) Evaluate(in Input, now time.Time) []store.Alert {
 			}
 		}
 		e.m.matches.WithLabelValues(r.Name).Inc()
-		a, err := e.build(r, &in, id, processID, matched, now)
+		a, err := e.build(r, in, id, processID, matched, now)
 		if err != nil {
 			e.log.Error().Err(err).Str("rule", r.Name).Msg("building alert")
 			continue
 		}
 		out = append(out, a)
 	}
-	return out
+	return out, wait
 }
 
 func (e *Engine) build(r *Rule, in *Input, id, processID, matched string, now time.Time) (store.Alert, error) {
@@ -143,10 +173,17 @@ func (e *Engine) build(r *Rule, in *Input, id, processID, matched string, now ti
 	if unresolved > 0 {
 		e.m.templateUnresolved.WithLabelValues(r.Name).Add(float64(unresolved))
 	}
+	pin := in
+	if !r.waits && in.Settled != nil {
+		// It did not wait: its alert says nothing of a wait.
+		cp := *in
+		cp.Settled = nil
+		pin = &cp
+	}
 	payload, err := json.Marshal(payload{
 		Rule:    ruleRef{Name: r.Name, Description: r.Description, Severity: r.Severity},
 		Matched: matched,
-		Input:   in,
+		Input:   pin,
 	})
 	if err != nil {
 		return store.Alert{}, fmt.Errorf("encoding alert payload: %w", err)
@@ -178,7 +215,8 @@ type ruleRef struct {
 
 // alertID is stable across restarts: the same rule, session, process and
 // matched fact give the same ID; fields are length-prefixed so that no two
-// tuples collide by concatenation.
+// tuples collide by concatenation. A rule that does not read attribution
+// passes no session for a process (see evaluate).
 func alertID(rule, auditID, processID, matched string) string {
 	h := sha256.New()
 	for _, s := range []string{rule, auditID, processID, matched} {

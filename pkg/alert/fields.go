@@ -16,7 +16,7 @@ var fieldNames = []string{
 	"namespace", "pod", "container", "command", "envNames", "tty", "stdin",
 	"argv", "filename", "pid", "ppid", "processUID", "attribution", "flags",
 	"auditID", "claimedAuditID", "processID", "containerID", "claimedUser",
-	"requestURI", "reusedAuditID", "otherUsers", "otherRequests",
+	"requestURI", "reusedAuditID", "otherUsers", "otherRequests", "waited", "settledBy",
 }
 
 // knownField reports whether a template may refer to name; label.KEY
@@ -145,6 +145,12 @@ func (in *Input) field(r *Rule, matched, name string) (string, bool) {
 		return strings.Join(in.otherUsers(), ","), true
 	case "otherRequests":
 		return in.otherRequests(), true
+	case "waited":
+		return in.Settled.waited(), true
+	case "settledBy":
+		if in.Settled != nil {
+			return in.Settled.By, true
+		}
 	default:
 		if k, ok := strings.CutPrefix(name, "label."); ok {
 			v, ok := in.Labels[k]

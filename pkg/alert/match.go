@@ -22,6 +22,11 @@ type Input struct {
 	Claimed *join.Session     `json:"claimed,omitempty"`
 	Process *join.Process     `json:"process,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"` // pod labels when known
+	// Settled says how the process's attribution had settled when it was
+	// judged, and how long the alert waited for it (the caller's, see
+	// EvaluateUnsettled); nil: at once. Only the alerts of rules that
+	// read attribution carry it.
+	Settled *Settled `json:"settled,omitempty"`
 }
 
 // claimant reports whether the input's process carried a session's ID
@@ -219,6 +224,10 @@ func (mt *matcher) match(m *Match) bool {
 		return false
 	}
 	if m.Command != nil && !mt.anyValue("command", m.Command, in.commands()) {
+		return false
+	}
+	if m.Argv != nil && (in.Process == nil || len(in.Process.Argv) == 0 ||
+		!mt.anyValue("argv", m.Argv, []string{strings.Join(in.Process.Argv, " ")})) {
 		return false
 	}
 	if m.Filename != nil && (in.Process == nil || !mt.anyValue("filename", m.Filename, []string{in.Process.Filename})) {

@@ -38,6 +38,7 @@ type Rule struct {
 	Match   Match  `json:"match"`
 
 	compiled bool
+	waits    bool // WaitsForAttribution
 }
 
 // Match is a rule's condition: every field that is set must match. A field
@@ -53,7 +54,11 @@ type Match struct {
 	// Labels are pod labels; every listed label must exist and match.
 	Labels map[string]*Patterns `json:"labels,omitempty"`
 	// Command matches the space-joined session command or process argv.
-	Command  *Patterns `json:"command,omitempty"`
+	Command *Patterns `json:"command,omitempty"`
+	// Argv matches the space-joined process argv alone: unlike command,
+	// it never reads the session, so a rule on it need not wait for the
+	// process's attribution (WaitsForAttribution).
+	Argv     *Patterns `json:"argv,omitempty"`
 	Filename *Patterns `json:"filename,omitempty"`
 	// EnvName matches names the caller passed into the exec environment:
 	// the session's --env list, and NAME=value words after a leading
@@ -185,13 +190,14 @@ func (r *Rule) compile() error {
 	if err := r.Match.compile("match"); err != nil {
 		return err
 	}
+	r.waits = r.readsAttribution()
 	r.compiled = true
 	return nil
 }
 
 func (m *Match) empty() bool {
 	return m.User == nil && m.Group == nil && m.Namespace == nil && m.Pod == nil &&
-		m.Container == nil && len(m.Labels) == 0 && m.Command == nil && m.Filename == nil &&
+		m.Container == nil && len(m.Labels) == 0 && m.Command == nil && m.Argv == nil && m.Filename == nil &&
 		m.EnvName == nil && len(m.Attribution) == 0 && m.Flags == nil && m.TTY == nil &&
 		m.Stdin == nil && m.Claimant == nil && m.ClaimedUser == nil && m.OtherUser == nil && m.Subresource == nil && len(m.AnyOf) == 0 && m.Not == nil
 }
@@ -201,7 +207,7 @@ func (m *Match) compile(at string) error {
 		name string
 		p    *Patterns
 	}{{"user", m.User}, {"group", m.Group}, {"namespace", m.Namespace}, {"pod", m.Pod},
-		{"container", m.Container}, {"command", m.Command}, {"filename", m.Filename}, {"envName", m.EnvName},
+		{"container", m.Container}, {"command", m.Command}, {"argv", m.Argv}, {"filename", m.Filename}, {"envName", m.EnvName},
 		{"claimedUser", m.ClaimedUser}, {"otherUser", m.OtherUser}, {"subresource", m.Subresource}} {
 		if err := f.p.compile(); err != nil {
 			return fmt.Errorf("%s.%s: %w", at, f.name, err)

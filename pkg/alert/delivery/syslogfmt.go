@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/execid/correlator/pkg/alert"
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 )
@@ -51,6 +52,18 @@ func cefSeverity(sev string) int {
 type alertContext struct {
 	Session *join.Session `json:"session"`
 	Process *join.Process `json:"process"`
+	// Settled: how the process's attribution settled before a rule that
+	// reads it judged, and how long the alert waited for that.
+	Settled *alert.Settled `json:"settled"`
+}
+
+// waited is how long the alert waited for the attribution to settle, in
+// seconds, and what settled it; empty for an alert that did not wait.
+func (c *alertContext) waited() (seconds, by string) {
+	if c.Settled == nil {
+		return "", ""
+	}
+	return strconv.FormatFloat(c.Settled.AfterSeconds, 'f', -1, 64), c.Settled.By
 }
 
 func (c *alertContext) user() string {
@@ -117,8 +130,10 @@ func formatSyslog(a *store.Alert, facility int, host, procID, version, body stri
 	b = append(b, ' ')
 	b = append(b, header(a.Rule, 32)...)
 	b = append(b, " ["+sdID...)
+	waited, settledBy := ctx.waited()
 	for _, p := range [][2]string{{"id", a.ID}, {"rule", a.Rule}, {"severity", a.Severity}, {"auditID", a.AuditID},
-		{"processID", a.ProcessID}, {"user", ctx.user()}, {"namespace", ns}, {"pod", pod}} {
+		{"processID", a.ProcessID}, {"user", ctx.user()}, {"namespace", ns}, {"pod", pod},
+		{"waited", waited}, {"settledBy", settledBy}} {
 		if p[1] == "" {
 			continue
 		}
@@ -191,6 +206,10 @@ func formatCEF(a *store.Alert, ctx *alertContext, version string) string {
 	}
 	if p := ctx.Process; p != nil {
 		ext = append(ext, [2]string{"dproc", p.Filename}, [2]string{"dpid", strconv.FormatUint(uint64(p.PID), 10)})
+	}
+	if waited, by := ctx.waited(); by != "" {
+		ext = append(ext, [2]string{"cfp1Label", "waitedSeconds"}, [2]string{"cfp1", waited},
+			[2]string{"flexString1Label", "settledBy"}, [2]string{"flexString1", by})
 	}
 	sep := ""
 	for _, kv := range ext {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/execid/correlator/pkg/alert"
 	"github.com/execid/correlator/pkg/auditlog"
@@ -80,5 +81,41 @@ func TestClaimantSyslog(t *testing.T) {
 		if !strings.Contains(line, "1234-1700000000000000000") {
 			t.Errorf("%s: the process is not named: %s", format, line)
 		}
+	}
+}
+
+// TestSettledSyslog: an alert that waited for its process's attribution to
+// settle says how long, and what settled it, in the SD element and in CEF
+// (cfp1 waitedSeconds, flexString1 settledBy); one that did not, nothing.
+func TestSettledSyslog(t *testing.T) {
+	in := claimantInput()
+	in.Claimed = nil // a claim on an ID no record named
+	in.Process.Flags = []string{"no_audit_record", "root_unverified"}
+	in.Settled = alert.NewSettled("no_audit_record", 300*time.Second+250*time.Millisecond)
+	alerts := newTestEngine(t).Evaluate(in, t0)
+	if len(alerts) == 0 {
+		t.Fatal("no alert")
+	}
+	for _, format := range []string{FormatRFC5424, FormatCEF} {
+		m, err := parseRFC5424(formatSyslog(&alerts[0], 1, "node-1", "1", "test", format, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sd := m.SD[sdID]; sd["waited"] != "300.25" || sd["settledBy"] != "no_audit_record" {
+			t.Errorf("%s: SD %v, want waited 300.25 by no_audit_record", format, sd)
+		}
+		if format == FormatCEF {
+			_, ext, err := splitCEF(m.Msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ext["cfp1Label"] != "waitedSeconds" || ext["cfp1"] != "300.25" || ext["flexString1"] != "no_audit_record" {
+				t.Errorf("CEF extension %v, want the wait", ext)
+			}
+		}
+	}
+	plain := store.Alert{ID: "x", Time: t0, Rule: "r", Severity: "low", Message: "m"}
+	if line := string(formatSyslog(&plain, 1, "h", "1", "v", FormatCEF, 0)); strings.Contains(line, "waited") || strings.Contains(line, "cfp1") {
+		t.Errorf("an alert that did not wait says it did: %s", line)
 	}
 }
