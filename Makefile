@@ -5,6 +5,8 @@
 #   make demo-capture  the capture alone, one session that forks and tampers
 #   make test       every test, privileged BPF and runc tests included (root)
 #   make generate   rebuild the committed bpf2go output from bpf/
+#   make e2e-kernels  the probes and the capture suite on kernels 5.10, 6.1,
+#                   6.12 (qemu) and the host's (root)
 #   make bench | fuzz | lint | build | deps | clean
 #
 # Privileged targets install what they need with apt-get (Debian/Ubuntu).
@@ -209,3 +211,21 @@ e2e-kubeapi:
 .PHONY: e2e-cluster
 e2e-cluster: deps-test
 	cd test/kubeapi && $(GO) test -tags e2ecluster -count=1 -v -timeout 30m -run '^TestRealCluster$$' .
+
+## e2e-kernels: the kernel matrix (root): Debian's 5.10 (bullseye), 6.1
+## (bookworm) and 6.12 (trixie) booted under qemu (TCG) on the host's root
+## (9p, read-only, tmpfs overlay; cgroup v2), and this machine's kernel. In
+## each: the probes loaded as `correlator capture` loads them, with the
+## verifier's instruction counts per program, then the pkg/capture suite
+## (its test binary, built here). KERNELS="6.1 6.12" picks kernels;
+## E2E_KERNELS_RUN=regexp the tests (empty: load only). Kernels are fetched
+## with apt-get download into /var/cache/correlator-e2e-kernels (KERNEL_CACHE),
+## with their own sources list and state: the machine's apt setup is untouched.
+## scripts/e2e-kernels/run.sh documents the rest.
+KERNELS          ?= 5.10 6.1 6.12 host
+E2E_KERNELS_RUN  ?= .
+E2E_KERNELS_DEPS := qemu-system-x86:qemu-system-x86_64 busybox-static:static:busybox kmod:depmod xz-utils:xz cpio:cpio
+.PHONY: e2e-kernels
+e2e-kernels:
+	@$(call ensure_pkgs,$(RUNTIME_DEPS) $(E2E_KERNELS_DEPS),1)
+	KERNELS='$(KERNELS)' E2E_KERNELS_RUN='$(value E2E_KERNELS_RUN)' GO='$(GO)' bash scripts/e2e-kernels/run.sh

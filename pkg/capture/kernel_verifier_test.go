@@ -3,13 +3,17 @@ package capture
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
 
 	"github.com/execid/correlator/internal/testutil"
 )
@@ -83,4 +87,97 @@ func lastLine(s string) string {
 		return s[i+1:]
 	}
 	return s
+}
+
+// TestKernelFeatures probes the running kernel for each map type the object
+// declares and each helper its programs call (cilium/ebpf's features), and
+// fails naming what the kernel lacks: on a kernel the object does not load
+// on, it says why beyond the first error.
+func TestKernelFeatures(t *testing.T) {
+	testutil.RequireRoot(t)
+	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(_CorrelatorBytes))
+	if err != nil {
+		t.Fatalf("loading BPF spec: %v", err)
+	}
+	var release string
+	var uts unix.Utsname
+	if unix.Uname(&uts) == nil {
+		release = unix.ByteSliceToString(uts.Release[:])
+	}
+	seenMap := map[ebpf.MapType]bool{}
+	for _, name := range sortedKeys(spec.Maps) {
+		mt := spec.Maps[name].Type
+		if seenMap[mt] {
+			continue
+		}
+		seenMap[mt] = true
+		if err := features.HaveMapType(mt); err != nil {
+			t.Errorf("feature: %s lacks map type %s (map %s): %v", release, mt, name, err)
+		}
+	}
+	type use struct {
+		pt ebpf.ProgramType
+		fn asm.BuiltinFunc
+	}
+	seenFn := map[use]bool{}
+	for _, name := range sortedKeys(spec.Programs) {
+		p := spec.Programs[name]
+		for _, ins := range p.Instructions {
+			switch {
+			case ins.IsBuiltinCall():
+				u := use{p.Type, asm.BuiltinFunc(ins.Constant)}
+				if seenFn[u] {
+					continue
+				}
+				seenFn[u] = true
+				if err := haveHelper(p, u.fn); err != nil {
+					t.Errorf("feature: %s lacks helper %s for %s programs (first in %s): %v", release, u.fn, u.pt, name, err)
+				}
+			case ins.IsKfuncCall():
+				t.Logf("feature: %s calls a kfunc (not probed)", name)
+			}
+		}
+	}
+	t.Logf("feature: %s: %d map types, %d helpers probed", release, len(seenMap), len(seenFn))
+}
+
+// haveHelper loads a program of p's type and attach point that calls fn
+// with its arguments unset: a kernel without the helper refuses the call
+// itself ("unknown func"), one with it refuses the unset arguments.
+// (features.HaveProgramHelper has no probe for tracing programs.)
+func haveHelper(p *ebpf.ProgramSpec, fn asm.BuiltinFunc) error {
+	prog, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
+		Type:       p.Type,
+		AttachType: p.AttachType,
+		AttachTo:   p.AttachTo,
+		License:    "GPL",
+		Instructions: asm.Instructions{
+			fn.Call(),
+			asm.LoadImm(asm.R0, 0, asm.DWord),
+			asm.Return(),
+		},
+	}, ebpf.ProgramOptions{LogLevel: ebpf.LogLevelBranch})
+	if err == nil {
+		prog.Close()
+		return nil
+	}
+	var verr *ebpf.VerifierError
+	if !errors.As(err, &verr) {
+		return fmt.Errorf("probing: %w", err)
+	}
+	for _, l := range verr.Log {
+		if strings.Contains(l, "unknown func") || strings.Contains(l, "invalid func") {
+			return errors.New(l)
+		}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
