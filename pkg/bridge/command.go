@@ -215,7 +215,8 @@ func mentions(args []string, key string) bool {
 
 // Rewrite returns the command the runtime execs for cmd once the bridge has
 // mutated the request: `env <key>=<id>` and cmd with the caller's own key
-// handled (sanitize). It is what the pods/exec patch makes of the command.
+// handled (sanitize). It is what the pods/exec patch makes of the command
+// when Rewritable(cmd); the bridge leaves any other command alone.
 func Rewrite(cmd []string, key, id string) []string {
 	clean, _ := sanitize(cmd, key, id)
 	return append([]string{"env", key + "=" + id}, clean...)

@@ -31,6 +31,9 @@ const (
 	SkipWindows      = "windows"       // Windows containers have no env
 	SkipNoNew        = "no_new_container"
 	SkipNotHandled   = "not_handled" // a resource or operation the bridge does not rewrite
+	// SkipUnrewritable: env would not run the command as given (its first
+	// word has "=" or is "-", see Rewritable); the exec runs without an ID.
+	SkipUnrewritable = "unrewritable_command"
 )
 
 // Error reasons: a request answered allowed with no patch because it could
@@ -174,6 +177,10 @@ func (m *Mutator) decideExec(ctx context.Context, req *admissionv1.AdmissionRequ
 	d.Container = opts.Container
 	if len(opts.Command) == 0 {
 		d.Skip = SkipEmptyCommand
+		return
+	}
+	if !Rewritable(opts.Command) {
+		d.Skip = SkipUnrewritable
 		return
 	}
 	if m.pods != nil {

@@ -38,6 +38,7 @@ func TestDecideSkips(t *testing.T) {
 		{"pod create", create, nil, KindOther, SkipNotHandled, ""},
 		{"other group", other, nil, KindOther, SkipNotHandled, ""},
 		{"empty command", execRequest(t, "app"), nil, KindExec, SkipEmptyCommand, ""},
+		{"unrewritable command", execRequest(t, "app", "/opt/a=b/run", "one"), nil, KindExec, SkipUnrewritable, ""},
 		{"object not PodExecOptions", notOpts, nil, KindExec, "", ErrBadObject},
 		{"command not a list", badJSON, nil, KindExec, "", ErrBadObject},
 		{"no object", noObj, nil, KindExec, "", ErrBadObject},

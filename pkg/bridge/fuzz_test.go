@@ -13,13 +13,15 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 )
 
-// FuzzExecRewrite: for any command (words split on NUL), the patch applies,
+// FuzzExecRewrite: for any command (words split on NUL) env would run as
+// given (Rewritable; any other is skipped unpatched), the patch applies,
 // the result is [env, KEY=id, ...], the rest is the caller's command with
 // only its own key's words changed or dropped, and sanitizing it again
 // changes nothing.
 func FuzzExecRewrite(f *testing.F) {
 	for _, s := range []string{"sh", "env\x00" + k + "=x\x00sh", "env\x00-iu\x00" + k + "\x00sh",
-		"env\x00-S\x00" + k + "=x sh", "/usr/bin/env\x00--uns=" + k + "\x00env\x00" + k + "=\x00id"} {
+		"env\x00-S\x00" + k + "=x sh", "/usr/bin/env\x00--uns=" + k + "\x00env\x00" + k + "=\x00id",
+		"/opt/a=b/run\x00one\x00two", "-\x00sh"} {
 		f.Add(s)
 	}
 	m := testMutator(f, nil)
@@ -32,6 +34,12 @@ func FuzzExecRewrite(f *testing.F) {
 		}
 		req := execRequest(t, "app", cmd...)
 		d := m.Decide(t.Context(), req)
+		if !Rewritable(cmd) {
+			if d.Skip != SkipUnrewritable || d.Patch != nil || d.Err != nil {
+				t.Fatalf("unrewritable %q: decision %+v", cmd, d)
+			}
+			return
+		}
 		if d.Patch == nil || d.Err != nil {
 			t.Fatalf("decision %+v", d)
 		}
@@ -66,6 +74,45 @@ func FuzzExecRewrite(f *testing.F) {
 		again, _ := sanitize(rest, k, fixedID)
 		if !slices.Equal(again, rest) {
 			t.Fatalf("not a fixpoint:\n%q\n%q", rest, again)
+		}
+	})
+}
+
+// FuzzArgvFaithful: TestArgvFaithfulHost's property for any command, run
+// through every env on the host: the first word is firstWords()[prog], or
+// with prog past that list the first word of args; then args split on
+// NUL, made valid UTF-8 as the apiserver passes words on. Inputs with a word containing "/" or naming a busybox or toybox
+// applet are skipped: env would run a host program (busybox and toybox
+// run their own applets first), not the printer.
+func FuzzArgvFaithful(f *testing.F) {
+	printer := buildPrinter(f)
+	roots := map[string]string{}
+	for name, envBin := range hostEnvs(f) {
+		roots[name] = hostRoot(f, printer, envBin)
+	}
+	applets := appletNames()
+	f.Add(uint8(0), "one\x00two")
+	f.Add(uint8(5), "")
+	f.Add(uint8(255), "a=b\x00run\x00-i")
+	f.Fuzz(func(t *testing.T, prog uint8, args string) {
+		var words []string
+		if args != "" {
+			words = strings.Split(args, "\x00")
+		}
+		for i, w := range words {
+			words[i] = strings.ToValidUTF8(w, "\uFFFD") // as the apiserver passes it on
+			if strings.Contains(w, "/") || applets[words[i]] {
+				t.Skip("a word env might run outside the printer")
+			}
+		}
+		for name, root := range roots {
+			cmd := words
+			if firsts := firstWords(root); int(prog) < len(firsts) {
+				cmd = append([]string{firsts[prog]}, words...)
+			}
+			if len(cmd) > 0 {
+				checkArgv(t, name, hostRun(root), cmd, &argvCounts{})
+			}
 		}
 	})
 }

@@ -21,7 +21,7 @@ type Metrics struct {
 
 var (
 	kinds        = []Kind{KindExec, KindAttach, KindEphemeral, KindOther}
-	skipReasons  = []string{SkipAttach, SkipEmptyCommand, SkipAnnotated, SkipWindows, SkipNoNew, SkipNotHandled}
+	skipReasons  = []string{SkipAttach, SkipEmptyCommand, SkipAnnotated, SkipWindows, SkipNoNew, SkipNotHandled, SkipUnrewritable}
 	errorReasons = []string{ErrMalformed, ErrBadObject, ErrID, ErrLookup, ErrBodyTooLarge}
 	keyActions   = []string{KeyOverwritten, KeyUnsetDropped, KeyUnparsed}
 )
