@@ -56,6 +56,9 @@ func (a *Agent) settlement(p *join.Process, byID map[string]*join.Session) (stri
 	if p.ContainerID == "" && p.Pod == "" {
 		return alert.SettledHost, true
 	}
+	if !p.Pending {
+		return alert.SettledFinal, true
+	}
 	return "", false
 }
 

@@ -29,6 +29,9 @@ const (
 	SettledRecord = "record"
 	// SettledHost: a host process; no exec session to wait for.
 	SettledHost = "host"
+	// SettledFinal: the join waits for nothing more for the process (a
+	// container's own process, inheriting its parent's answer).
+	SettledFinal = "final"
 	// SettledWaitOver: the wait (the join's pending TTL) ended with
 	// nothing changed; judged as it was.
 	SettledWaitOver = "wait_over"

@@ -267,6 +267,7 @@ func (p *proc) output() Process {
 		Source: in.Captured.Source, SPOExecRequestUID: in.SPO.Value,
 		Attribution: p.res.attr, AuditID: p.res.auditID, Confidence: p.res.confidence,
 		Candidates: slices.Clone(p.res.candidates), ClaimedAuditID: in.Captured.Claimed,
+		Pending: p.res.waiting && !p.expired,
 	}
 	if !out.Attribution.Counted() {
 		// Neither an unattributed nor an ambiguous process is any one

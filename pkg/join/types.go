@@ -55,6 +55,12 @@ type Process struct {
 
 	Exit     time.Time `json:"exit,omitzero"`
 	ExitCode *int      `json:"exitCode,omitempty"`
+
+	// Pending: the joiner's answer may still change without the process
+	// changing: it waits for a record (or, an ID-less root, for its
+	// heuristic window), and the pending TTL has not run out. A judgement
+	// of attribution (an alert) waits until it is false. Not stored.
+	Pending bool `json:"-"`
 }
 
 // Exit is a process exit.
