@@ -49,6 +49,12 @@ type ContainerConfig struct {
 	PodUID string
 	// QoS is the kubepods QoS class path element. Default: "burstable".
 	QoS string
+	// CgroupPath is runc's cgroupsPath. Default: the kubelet's cgroupfs
+	// layout, /kubepods/<QoS>/pod<PodUID>/<ID>. runc's cgroupfs driver
+	// takes any absolute path, so a test can give the systemd driver's
+	// names (/kubepods.slice/.../cri-containerd-<ID>.scope); the path must
+	// be under /kubepods*, whose empty parents Destroy removes.
+	CgroupPath string
 	// Args of the container's init process. Default: /bin/sleep 100000.
 	Args []string
 	// Env is the baseline process environment, which `runc exec` inherits.
@@ -70,7 +76,7 @@ type ContainerConfig struct {
 type Container struct {
 	ID         string
 	PodUID     string
-	CgroupPath string // cgroupsPath: /kubepods/<qos>/pod<uid>/<id>
+	CgroupPath string // cgroupsPath: /kubepods/<qos>/pod<uid>/<id> unless configured
 	Bundle     string
 	StateRoot  string // runc --root
 	Env        []string
@@ -121,6 +127,12 @@ func newContainer(dir string, cfg ContainerConfig) (*Container, error) {
 	if len(cfg.Args) == 0 {
 		cfg.Args = []string{"/bin/sleep", "100000"}
 	}
+	if cfg.CgroupPath == "" {
+		cfg.CgroupPath = fmt.Sprintf("/kubepods/%s/pod%s/%s", cfg.QoS, cfg.PodUID, cfg.ID)
+	}
+	if !strings.HasPrefix(cfg.CgroupPath, "/kubepods") {
+		return nil, fmt.Errorf("cgroupsPath %q: not under /kubepods*, whose parents Destroy removes", cfg.CgroupPath)
+	}
 	if cfg.Hostname == "" {
 		cfg.Hostname = "pod-" + cfg.PodUID[:min(8, len(cfg.PodUID))]
 	}
@@ -130,7 +142,7 @@ func newContainer(dir string, cfg ContainerConfig) (*Container, error) {
 	c := &Container{
 		ID:         cfg.ID,
 		PodUID:     cfg.PodUID,
-		CgroupPath: fmt.Sprintf("/kubepods/%s/pod%s/%s", cfg.QoS, cfg.PodUID, cfg.ID),
+		CgroupPath: cfg.CgroupPath,
 		Bundle:     filepath.Join(dir, "bundle"),
 		StateRoot:  filepath.Join(dir, "state"),
 		Env:        append([]string(nil), cfg.Env...),

@@ -3,10 +3,24 @@ package capture
 import "strings"
 
 // ParseCgroupPath extracts the container ID and pod UID from a cgroup path.
-// It understands the cgroupfs driver (/kubepods/burstable/pod<uid>/<id>),
-// the systemd driver (kubepods-burstable-pod<uid_with_underscores>.slice/
-// cri-containerd-<id>.scope) and containerd, CRI-O, docker and podman scope
-// names. Runtime helpers (crio-conmon-*) are not containers.
+//
+// Pod cgroups, by kubelet cgroup driver:
+//
+//	cgroupfs: [<root>/]kubepods[/<qos>]/pod<uid>/<container>
+//	systemd:  [<root>.slice/]<P>.slice[/<P>-<qos>.slice]/<P>[-<qos>]-pod<uid_with_underscores>.slice/<container>
+//
+// where <P> is "kubepods", or "<root>-kubepods" under a --cgroup-root
+// (kind: kubelet.slice/kubelet-kubepods.slice/...), and <container> is the
+// runtime's cgroup: a bare 64-hex ID (containerd, cri-dockerd on cgroupfs),
+// crio-<id> (CRI-O on cgroupfs), or <prefix>-<id>.scope on systemd
+// (cri-containerd-, crio-, docker-, and libpod- for podman). Runtime helpers
+// (crio-conmon-*, libpod-conmon-*) are not containers, nor is a pod or QoS
+// slice. The path may be absolute on the host (/sys/fs/cgroup/...,
+// /sys/fs/cgroup/memory/...), relative to a cgroup namespace's root
+// (/../kubepods-...-pod<uid_>.slice/...), nested under a node container
+// (kind), or just the last two elements as the kernel event carries them:
+// the innermost container and pod win. Sub-cgroups of a container
+// (crio-<id>.scope/container) belong to it.
 func ParseCgroupPath(path string) (containerID, podUID string) {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	for i := len(parts) - 1; i >= 0; i-- {
@@ -24,20 +38,18 @@ func ParseCgroupPath(path string) (containerID, podUID string) {
 	return containerID, podUID
 }
 
-var scopePrefixes = []string{"cri-containerd-", "crio-", "docker-", "libpod-", "containerd-"}
+// runtimePrefixes name a container's cgroup, with ".scope" on the systemd
+// driver and without on cgroupfs (CRI-O's crio-<id>).
+var runtimePrefixes = []string{"cri-containerd-", "crio-", "docker-", "libpod-", "containerd-"}
 
 func containerIDFromSegment(s string) (string, bool) {
 	if isHexID(s) {
 		return s, true
 	}
-	if !strings.HasSuffix(s, ".scope") {
-		return "", false
-	}
 	s = strings.TrimSuffix(s, ".scope")
-	if strings.HasPrefix(s, "crio-conmon-") {
-		return "", false
-	}
-	for _, p := range scopePrefixes {
+	for _, p := range runtimePrefixes {
+		// crio-conmon-<id> and libpod-conmon-<id> leave "conmon-<id>",
+		// which is no ID.
 		if id, ok := strings.CutPrefix(s, p); ok && isHexID(id) {
 			return id, true
 		}
@@ -45,20 +57,35 @@ func containerIDFromSegment(s string) (string, bool) {
 	return "", false
 }
 
+// podUIDFromSegment reads a pod cgroup's name: pod<uid> (cgroupfs), or a
+// systemd slice <P>[-<qos>]-pod<uid_with_underscores>.slice whose name
+// holds the kubepods element. systemd reads '-' in a slice name as
+// hierarchy, so the kubelet spells the UID's dashes as underscores there.
 func podUIDFromSegment(s string) (string, bool) {
-	s = strings.TrimSuffix(s, ".slice")
-	i := strings.LastIndex(s, "pod")
-	if i < 0 {
+	if uid, ok := strings.CutPrefix(s, "pod"); ok {
+		return uid, isUUID(uid)
+	}
+	name, ok := strings.CutSuffix(s, ".slice")
+	if !ok {
 		return "", false
 	}
-	if i > 0 && s[i-1] != '-' {
+	i := strings.LastIndex(name, "-pod")
+	if i < 0 || !hasKubepodsElement(name[:i]) {
 		return "", false
 	}
-	uid := strings.ReplaceAll(s[i+3:], "_", "-")
-	if !isUUID(uid) {
-		return "", false
+	uid := strings.ReplaceAll(name[i+len("-pod"):], "_", "-")
+	return uid, isUUID(uid)
+}
+
+// hasKubepodsElement reports whether a systemd slice name's dash-separated
+// elements include "kubepods".
+func hasKubepodsElement(name string) bool {
+	for _, e := range strings.Split(name, "-") {
+		if e == "kubepods" {
+			return true
+		}
 	}
-	return uid, true
+	return false
 }
 
 // isHexID accepts the 64-hex container IDs all CRI runtimes use.
@@ -78,7 +105,8 @@ func isHex(c byte) bool {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
 }
 
-// isUUID checks the 8-4-4-4-12 hex form kube-apiserver uses for audit IDs.
+// isUUID checks the 8-4-4-4-12 hex form of pod UIDs (and of
+// kube-apiserver's audit IDs).
 func isUUID(s string) bool {
 	if len(s) != 36 {
 		return false

@@ -79,14 +79,9 @@ func decodeSeeds(t testing.TB) map[string][]byte {
 // otherSeeds are the committed seeds of the parser fuzzers, by fuzzer and
 // corpus file name: real inputs from a hybrid cgroup v1/v2 node.
 func otherSeeds() map[string]map[string][]any {
-	uidU := strings.ReplaceAll(fxPodUID, "-", "_")
 	return map[string]map[string][]any{
-		"FuzzParseCgroupPath": {
-			"cgroupfs-burstable": {"/kubepods/burstable/pod" + fxPodUID + "/" + fxCtrID},
-			"systemd-containerd": {"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/cri-containerd-" + fxCtrID + ".scope"},
-			"crio-conmon":        {"/kubepods.slice/kubepods-pod" + uidU + ".slice/crio-conmon-" + fxCtrID + ".scope"},
-			"host-session":       {"/user.slice/user-1000.slice/session-3.scope"},
-		},
+		"FuzzParseCgroupPath": cgroupPathSeeds(),
+		"FuzzCgroupLayout":    cgroupLayoutSeeds(),
 		"FuzzParseEnviron": {
 			"kubectl-exec": {[]byte("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\x00HOSTNAME=web-0\x00TERM=xterm\x00" +
 				fxAuditKey + "=" + fxAuditID + "\x00HOME=/root\x00"), fxAuditKey},
@@ -233,34 +228,6 @@ func checkCommon(t *testing.T, ev Event, timeNs uint64, tgid, ppid uint32, start
 	if _, ok := ev.Keys[fxAuditKey]; ok {
 		t.Errorf("Keys holds the audit ID key")
 	}
-}
-
-func FuzzParseCgroupPath(f *testing.F) {
-	uidU := strings.ReplaceAll(fxPodUID, "-", "_")
-	for _, p := range []string{
-		"/kubepods/burstable/pod" + fxPodUID + "/" + fxCtrID,
-		"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/cri-containerd-" + fxCtrID + ".scope",
-		"/kubepods.slice/kubepods-pod" + uidU + ".slice/crio-conmon-" + fxCtrID + ".scope",
-		"/system.slice/docker-" + fxCtrID + ".scope",
-		"/user.slice/user-1000.slice/session-3.scope",
-		"", "/", "//pod/",
-	} {
-		f.Add(p)
-	}
-	f.Fuzz(func(t *testing.T, path string) {
-		cid, pod := ParseCgroupPath(path)
-		if cid != "" && (!isHexID(cid) || !strings.Contains(path, cid)) {
-			t.Errorf("ParseCgroupPath(%q) container %q: not a 64-hex ID from the path", path, cid)
-		}
-		if pod != "" {
-			if !isUUID(pod) {
-				t.Errorf("ParseCgroupPath(%q) pod %q: not a UUID", path, pod)
-			}
-			if !strings.Contains(path, pod) && !strings.Contains(path, strings.ReplaceAll(pod, "-", "_")) {
-				t.Errorf("ParseCgroupPath(%q) pod %q: not from the path", path, pod)
-			}
-		}
-	})
 }
 
 // refEnviron is the obvious reading of an environment block, for
