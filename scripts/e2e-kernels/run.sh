@@ -42,7 +42,7 @@ case $work/ in "$repo"/*)
 	;;
 esac
 # The guest sees the host's root, but mounts its own /tmp and /run.
-for p in "$repo" "$work" "$KERNEL_CACHE" ${E2E_KERNELS_TESTBIN:+"$E2E_KERNELS_TESTBIN"}; do
+for p in "$work" "$KERNEL_CACHE" ${E2E_KERNELS_TESTBIN:+"$E2E_KERNELS_TESTBIN"}; do
 	case $(readlink -m "$p")/ in /tmp/* | /run/*)
 		echo "e2e-kernels: $p is under /tmp or /run, which the guests do not see (they mount their own)" >&2
 		exit 2
@@ -50,6 +50,13 @@ for p in "$repo" "$work" "$KERNEL_CACHE" ${E2E_KERNELS_TESTBIN:+"$E2E_KERNELS_TE
 	esac
 done
 mkdir -p "$work"
+# What the guests read of the checkout (the scripts, the package's testdata
+# and whatever its tests find beside it), copied where they can see it: a
+# clone under /tmp (as a CI runner's may be) is invisible to them.
+src=$work/src
+rm -rf "$src"
+mkdir -p "$src"
+tar -C "$repo" --exclude=./.git --exclude=./bin -cf - . | tar -C "$src" -xf -
 testbin=${E2E_KERNELS_TESTBIN:-}
 if [[ -z $testbin ]]; then
 	testbin=$work/capture.test
@@ -95,8 +102,8 @@ envfile() {
 	{
 		printf 'E2E_KERNEL=%q\n' "$k"
 		printf 'E2E_MODULES=%q\n' "$mods"
-		printf 'E2E_SCRIPTS=%q\n' "$here"
-		printf 'E2E_PKGDIR=%q\n' "$repo/pkg/capture"
+		printf 'E2E_SCRIPTS=%q\n' "$src/scripts/e2e-kernels"
+		printf 'E2E_PKGDIR=%q\n' "$src/pkg/capture"
 		printf 'E2E_TESTBIN=%q\n' "$testbin"
 		printf 'E2E_RUN=%q\n' "$run_re"
 		printf 'E2E_LOAD_TIMEOUT=%q\n' "$load_timeout"
