@@ -60,7 +60,11 @@ int BPF_PROG(handle_exec, struct task_struct *p, int old_pid, struct linux_binpr
 	}
 	/* Reloaded, so the verifier walks on with one state, not one per branch. */
 	found = b->found;
+#ifndef CORRELATOR_COMPAT
 	fill_strings(b, (__u64)BPF_CORE_READ(bprm, filename), p->mm->arg_start, p->mm->arg_end, b->kn);
+#else
+	fill_strings((__u64)BPF_CORE_READ(bprm, filename), p->mm->arg_start, p->mm->arg_end, b->kn);
+#endif
 	argv = argv_claim(b);
 	resolve_lineage(b, found | argv, argv, p);
 	emit_exec(b);
@@ -87,11 +91,13 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
  * when signal->live reached zero, and only then is the entry dropped, so a
  * leader that exits before its threads does not orphan them. A process no
  * exec event named and no session holds sends no exit (exit_unheard).
- * tp_btf since 5.5.
+ * Every thread's image place is freed here in the compat object (task
+ * storage frees itself). tp_btf since 5.5.
  */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(handle_exit, struct task_struct *p)
 {
 	handle_group_exit(p);
+	place_clear(p);
 	return 0;
 }

@@ -55,9 +55,17 @@ static __always_inline __u32 fill_exec(struct exec_buf *b, struct task_struct *p
  * kernfs node's addresses, read through probe reads). Returns 0, or -1
  * without a buffer.
  */
+#ifndef CORRELATOR_COMPAT
 __noinline int fill_strings(struct exec_buf *b, __u64 filename, __u64 astart, __u64 aend,
 			    __u64 kn_addr)
 {
+#else
+/* 5.10 passes a global function scalars only: the buffer is looked up here. */
+__noinline int fill_strings(__u64 filename, __u64 astart, __u64 aend, __u64 kn_addr)
+{
+	__u32 zero = 0;
+	struct exec_buf *b = bpf_map_lookup_elem(&exec_scratch, &zero);
+#endif
 	struct kernfs_node *kn = (void *)kn_addr;
 	struct exec_event *ev;
 	__u64 alen;

@@ -89,7 +89,11 @@ static __always_inline __u32 scan_env(struct exec_buf *b, struct scan_buf *buf,
 	/* The stack starts with argc, argv[argc], NULL, then envp[envc]. */
 	c.ptr_base = mm->start_stack + 8 * ((__u64)argc + 2);
 	c.n = envc > MAX_ENV_VARS ? MAX_ENV_VARS : envc;
+#ifndef CORRELATOR_COMPAT
 	bpf_loop((c.n + SCAN_STRIDE - 1) / SCAN_STRIDE, scan_stride, &c, 0);
+#else
+	scan_all(&c);
+#endif
 	ev->flags |= c.flags;
 	ev->env_scanned = c.visited;
 	if (c.flags & EVENT_FLAG_SCAN_TRUNCATED)
@@ -252,7 +256,7 @@ static __always_inline void inherit_lineage(struct task_struct *parent, struct t
  */
 static __always_inline bool exit_unheard(struct task_struct *p)
 {
-	struct image_place *pl = bpf_task_storage_get(&image_places, p, 0, 0);
+	struct image_place *pl = place_of(p);
 
 	if (pl && (pl->flags & PLACE_FLAG_UNSENT))
 		return true; /* its exec was out of scope (scope.h) */

@@ -23,6 +23,7 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } lineage_map SEC(".maps");
 
+#ifndef CORRELATOR_COMPAT
 /*
  * Each task's image place. Task storage lives and dies with the task, so
  * it needs no capacity and no exit cleanup; pinned, it survives a restart.
@@ -34,6 +35,26 @@ struct {
 	__type(value, struct image_place);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } image_places SEC(".maps");
+#else
+/*
+ * The compat object's image places (kernels without task storage for
+ * tracing programs, < 5.11): a hash keyed by the task_struct's address,
+ * which, unlike pid and start time, survives a non-leader thread's exec
+ * (de_thread gives it the leader's pid and start time). Every thread's exit
+ * frees its entry, and a clone overwrites or clears the child's, so a freed
+ * task_struct's address reused by a new task never reads an old place. A
+ * full map is counted (STAT_PLACE_ERRORS); that task's roots then read as
+ * unverified, the safe side. Preallocated: tracing programs run anywhere.
+ */
+#define PLACE_ENTRIES 65536 /* live tasks; pkg/capture may resize it */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PLACE_ENTRIES);
+	__type(key, __u64);
+	__type(value, struct image_place);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} image_places SEC(".maps");
+#endif
 
 /*
  * Pinned with the programs' links: while no agent runs, the probes keep
@@ -56,6 +77,22 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } stats SEC(".maps");
 
+#ifdef CORRELATOR_COMPAT
+/* struct scan_ctx's scalars, kept between the compat scan's calls (scan.h). */
+struct scan_state {
+	__u64 env_start;
+	__u64 env_end;
+	__u64 ptr_base;
+	__u64 win_start;
+	__u32 win_valid;
+	__u32 n;
+	__u32 found;
+	__u32 flags;
+	__u32 visited;
+	__u32 _pad;
+};
+#endif
+
 /*
  * win_slop keeps the scan's 8-byte load at any offset below WIN_SIZE inside
  * the buffer, so the offset's mask alone proves the load in bounds; at
@@ -66,6 +103,9 @@ struct scan_buf {
 	__u8 win[WIN_SIZE];
 	__u8 win_slop[8];
 	__u64 at;
+#ifdef CORRELATOR_COMPAT
+	struct scan_state st; /* the scan between scan_block calls (scan.h) */
+#endif
 };
 
 /* Scratch space: events and buffers exceed the 512-byte BPF stack. */

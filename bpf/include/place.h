@@ -13,6 +13,52 @@
 #include "maps.h"
 #include "task.h"
 
+#ifndef CORRELATOR_COMPAT
+/* place_of returns t's image place, or 0 when none was recorded. */
+static __always_inline struct image_place *place_of(struct task_struct *t)
+{
+	return bpf_task_storage_get(&image_places, t, 0, 0);
+}
+
+/* place_new returns t's image place, created zeroed when it had none. */
+static __always_inline struct image_place *place_new(struct task_struct *t)
+{
+	return bpf_task_storage_get(&image_places, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+}
+
+/* Task storage is freed with its task. */
+static __always_inline void place_clear(struct task_struct *t) {}
+#else
+/* The compat object's places: a hash keyed by the task's address (maps.h). */
+static __always_inline struct image_place *place_of(struct task_struct *t)
+{
+	__u64 key = (__u64)t;
+
+	return bpf_map_lookup_elem(&image_places, &key);
+}
+
+static __always_inline struct image_place *place_new(struct task_struct *t)
+{
+	struct image_place zero = {};
+	__u64 key = (__u64)t;
+	struct image_place *pl = bpf_map_lookup_elem(&image_places, &key);
+
+	if (pl)
+		return pl;
+	/* A full map fails the update: the caller counts it. */
+	bpf_map_update_elem(&image_places, &key, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&image_places, &key);
+}
+
+/* Every exiting thread's place is freed, and a clone starts clean. */
+static __always_inline void place_clear(struct task_struct *t)
+{
+	__u64 key = (__u64)t;
+
+	bpf_map_delete_elem(&image_places, &key);
+}
+#endif
+
 /*
  * At clone the child runs its creator's image. sched_process_fork passes
  * the creator (current), not the new parent, so clone(CLONE_PARENT) cannot
@@ -23,10 +69,12 @@ static __always_inline void inherit_place(struct task_struct *creator, struct ta
 {
 	struct image_place *src, *dst;
 
-	src = bpf_task_storage_get(&image_places, creator, 0, 0);
-	if (!src)
+	src = place_of(creator);
+	if (!src) {
+		place_clear(child);
 		return; /* the creator predates the probe: the child stays unknown */
-	dst = bpf_task_storage_get(&image_places, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	}
+	dst = place_new(child);
 	if (!dst) {
 		stat_inc(STAT_PLACE_ERRORS);
 		return;
@@ -77,7 +125,7 @@ static __always_inline void judge_exec(struct exec_event *ev, struct task_struct
 {
 	struct image_place *pl;
 
-	pl = bpf_task_storage_get(&image_places, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	pl = place_new(p);
 	if (!pl) {
 		stat_inc(STAT_PLACE_ERRORS);
 		ev->origin = EXEC_ORIGIN_UNKNOWN;

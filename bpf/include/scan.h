@@ -169,6 +169,7 @@ static __always_inline long scan_one(__u64 i, struct scan_ctx *c)
 	return 0;
 }
 
+#ifndef CORRELATOR_COMPAT
 /*
  * scan_stride is the bpf_loop callback: it visits SCAN_STRIDE variables,
  * so the loop's per-call cost is paid once per stride, not per variable.
@@ -184,5 +185,100 @@ static long scan_stride(__u64 blk, struct scan_ctx *c)
 	}
 	return 0;
 }
+#endif
+
+#ifdef CORRELATOR_COMPAT
+/*
+ * The compat object's scan, for kernels without bpf_loop (< 5.17) and
+ * without callbacks at all (< 5.13): global functions in bounded loops.
+ * A global function is verified once, on its own, whatever calls it and
+ * however often, so the loops cost the verifier one pass over a block of
+ * SCAN_BLOCK variables, and SCAN_SPANS * SCAN_SPAN calls of it visit as many
+ * variables as bpf_loop may (MAX_ENV_VARS). 5.10 passes a global function
+ * only scalars, so the scan's state lives in the scratch map between calls
+ * (scan_buf.st) and each block looks its buffers up itself.
+ */
+#define SCAN_BLOCK 16                 /* variables per scan_block call */
+#define SCAN_SPAN 512                 /* scan_block calls per scan_span call */
+#define SCAN_SPANS ((1 << 23) / (SCAN_BLOCK * SCAN_SPAN)) /* MAX_ENV_VARS */
+
+static __always_inline void scan_save(struct scan_state *s, const struct scan_ctx *c)
+{
+	s->env_start = c->env_start;
+	s->env_end = c->env_end;
+	s->ptr_base = c->ptr_base;
+	s->win_start = c->win_start;
+	s->win_valid = c->win_valid;
+	s->n = c->n;
+	s->found = c->found;
+	s->flags = c->flags;
+	s->visited = c->visited;
+	s->_pad = 0;
+}
+
+static __always_inline void scan_restore(struct scan_ctx *c, const struct scan_state *s)
+{
+	c->env_start = s->env_start;
+	c->env_end = s->env_end;
+	c->ptr_base = s->ptr_base;
+	c->win_start = s->win_start;
+	c->win_valid = s->win_valid;
+	c->n = s->n;
+	c->found = s->found;
+	c->flags = s->flags;
+	c->visited = s->visited;
+}
+
+/* scan_block visits variables blk * SCAN_BLOCK on; non-zero stops the scan. */
+__noinline int scan_block(__u32 blk)
+{
+	__u32 zero = 0;
+	struct scan_buf *buf = bpf_map_lookup_elem(&scan_scratch, &zero);
+	struct exec_buf *eb = bpf_map_lookup_elem(&exec_scratch, &zero);
+	struct scan_ctx c = {};
+	__u64 i = (__u64)blk * SCAN_BLOCK;
+	int stop = 0;
+
+	if (!buf || !eb)
+		return 1;
+	scan_restore(&c, &buf->st);
+	c.buf = buf;
+	c.eb = eb;
+	for (__u32 j = 0; j < SCAN_BLOCK; j++, i++) {
+		if (i >= c.n || scan_one(i, &c)) {
+			stop = 1;
+			break;
+		}
+	}
+	scan_save(&buf->st, &c);
+	return stop;
+}
+
+/* scan_span runs SCAN_SPAN blocks from span * SCAN_SPAN on. */
+__noinline int scan_span(__u32 span)
+{
+	__u32 blk = span * SCAN_SPAN;
+
+	for (__u32 j = 0; j < SCAN_SPAN; j++, blk++)
+		if (scan_block(blk))
+			return 1;
+	return 0;
+}
+
+/* scan_all visits c->n variables, as bpf_loop over scan_stride would. */
+static __always_inline void scan_all(struct scan_ctx *c)
+{
+	struct scan_buf *buf = c->buf;
+
+	scan_save(&buf->st, c);
+	for (__u32 s = 0; s < SCAN_SPANS; s++) {
+		if ((__u64)s * SCAN_BLOCK * SCAN_SPAN >= c->n || scan_span(s))
+			break;
+	}
+	/* The same per-CPU slot the blocks used: a probe does not preempt itself. */
+	scan_restore(c, &buf->st);
+	c->buf = buf;
+}
+#endif
 
 #endif /* CORRELATOR_SCAN_H */

@@ -21,6 +21,7 @@
 
 #include "maps.h"
 #include "task.h"
+#include "place.h"
 
 #define POD_CGROUP_DEPTH 16 /* ancestors walked; kubepods sits within the first few */
 #define KUBEPODS 0x73646f706562756bULL /* "kubepods", little-endian */
@@ -74,7 +75,7 @@ static __always_inline bool in_scope(const struct exec_event *ev, __u64 kn, __u3
  */
 static __always_inline void skip_exec(struct task_struct *p)
 {
-	struct image_place *pl = bpf_task_storage_get(&image_places, p, 0, 0);
+	struct image_place *pl = place_of(p);
 
 	if (pl)
 		pl->flags |= PLACE_FLAG_UNSENT;

@@ -61,6 +61,10 @@ type Config struct {
 	WakeupBytes   uint32
 	// Scope selects the execs sent (ScopePods by default).
 	Scope Scope
+	// Object selects the BPF object (ObjectAuto by default: probe the
+	// kernel); forcing one the kernel cannot load fails Load, naming the
+	// kernel and what it lacks.
+	Object Object
 }
 
 // Default returns the configuration correlator ships with.
@@ -76,6 +80,7 @@ func Default() Config {
 		FlushInterval:   100 * time.Millisecond,
 		WakeupBytes:     256 << 10,
 		Scope:           ScopePods,
+		Object:          ObjectAuto,
 	}
 }
 
@@ -114,6 +119,11 @@ func (c Config) Validate() error {
 	}
 	if c.Scope != ScopePods && c.Scope != ScopeAll {
 		return fmt.Errorf("validating capture scope %q: must be %q or %q", c.Scope, ScopePods, ScopeAll)
+	}
+	switch c.Object {
+	case ObjectAuto, ObjectDefault, ObjectCompat, "":
+	default:
+		return fmt.Errorf("validating BPF object %q: must be %q, %q or %q", c.Object, ObjectAuto, ObjectDefault, ObjectCompat)
 	}
 	if c.ProcRoot == "" {
 		return errors.New("validating proc root: must not be empty")

@@ -153,7 +153,7 @@ func copyByName(dst []byte, dt btf.Type, src []byte, st btf.Type) {
 }
 
 // sharedPlaces returns the newest old build's image places when this build
-// can use that map as it is (same kind and value size), so no task loses
+// can use that map as it is (same kind, sizes and capacity), so no task loses
 // its provenance in a handover. Task storage cannot be listed from
 // userspace; a changed layout starts empty, and roots exec'd by images
 // that predate it read as unverified (the safe side).
@@ -165,7 +165,7 @@ func sharedPlaces(spec *ebpf.CollectionSpec, old []string) *ebpf.Map {
 		}
 		want := spec.Maps["image_places"]
 		info, err := m.Info()
-		if err == nil && info.Type == want.Type && info.ValueSize == want.ValueSize && info.KeySize == want.KeySize {
+		if err == nil && info.Type == want.Type && info.ValueSize == want.ValueSize && info.KeySize == want.KeySize && info.MaxEntries == want.MaxEntries {
 			return m
 		}
 		m.Close()

@@ -53,7 +53,23 @@ func allScope(c *Config) { c.Scope = ScopeAll }
 
 func startHarness(t testing.TB, cfg Config) *harness {
 	t.Helper()
-	return startBuild(t, cfg, shippedBuild())
+	return startBuild(t, cfg, testBuild(t))
+}
+
+// objectEnv forces the suite's BPF object (auto, default or compat), so a
+// kernel that loads both can run the suite with either:
+// CORRELATOR_BPF_OBJECT=compat go test ./pkg/capture/.
+const objectEnv = "CORRELATOR_BPF_OBJECT"
+
+// testBuild is the object the suite runs with: Load's choice, or objectEnv's.
+func testBuild(t testing.TB) build {
+	t.Helper()
+	want := Object(os.Getenv(objectEnv))
+	b, err := chooseBuild(want)
+	if err != nil {
+		t.Fatalf("choosing the BPF object (%s=%q): %v", objectEnv, want, err)
+	}
+	return b
 }
 
 // startBuild is startHarness with another BPF object (the handover test's

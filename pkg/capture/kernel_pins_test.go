@@ -12,9 +12,12 @@ import (
 	"github.com/execid/correlator/pkg/vocab"
 )
 
-// testLayoutBuild is the same programs with another struct lineage (a
+// testLayoutBuild is the same programs as b with another struct lineage (a
 // field before the key slots), compiled by gen.go with -DTEST_LAYOUT.
-func testLayoutBuild() build {
+func testLayoutBuild(b build) build {
+	if b.name == compatBuild().name {
+		return build{name: "correlator-compat-test-layout", obj: _CorrelatorTestLayoutCompatBytes}
+	}
 	return build{name: "correlator-test-layout", obj: _CorrelatorTestLayoutBytes}
 }
 
@@ -85,7 +88,8 @@ func TestKernelHandover(t *testing.T) {
 	g1, release1 := gate(t)
 	g2, release2 := gate(t)
 	script := "read x < " + g1 + "; /bin/echo upgraded-" + tok + "; read x < " + g2 + "; /bin/echo rolledback-" + tok
-	first := startHarness(t, cfg)
+	shipped := testBuild(t)
+	first := startBuild(t, cfg, shipped)
 	root, wait := spawn(t, []string{"/bin/sh", "-c", script}, []string{keyEnv(id), "PATH=/bin"})
 	rootEv := first.waitFor("session root", execOf(root))
 	first.stop()
@@ -96,8 +100,8 @@ func TestKernelHandover(t *testing.T) {
 		rel  func()
 		tok  string
 	}{
-		{"upgrade", testLayoutBuild(), release1, "upgraded-" + tok},
-		{"rollback", shippedBuild(), release2, "rolledback-" + tok},
+		{"upgrade", testLayoutBuild(shipped), release1, "upgraded-" + tok},
+		{"rollback", shipped, release2, "rolledback-" + tok},
 	}
 	for _, st := range steps {
 		before := buildDirs(t, cfg.PinPath)

@@ -3,17 +3,12 @@ package capture
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/rlimit"
-	"golang.org/x/sys/unix"
 
 	"github.com/execid/correlator/internal/testutil"
 )
@@ -24,11 +19,13 @@ const verifierTail = 150
 // processedRe is the verifier's summary line (every kernel since 5.2).
 var processedRe = regexp.MustCompile(`processed (\d+) insns \(limit \d+\)[^\n]*`)
 
-// TestKernelVerifierStats loads the shipped object with the default
-// configuration, as `correlator capture` does, and logs per program the
-// verifier's summary ("processed N insns ..."). On a rejection it fails with
-// the whole verifier log. scripts/e2e-kernels runs it in every guest of the
-// kernel matrix and collects the "verifier:" lines.
+// TestKernelVerifierStats loads each shipped object this kernel can load
+// (object.go: the default one from 5.17, the compat one from 5.10) with the
+// default configuration, as `correlator capture` does, and logs per object
+// and program the verifier's summary ("processed N insns ..."). The object
+// Load would choose must load; on a rejection it fails with the end of the
+// verifier log. scripts/e2e-kernels runs it in every guest of the kernel
+// matrix and collects the "verifier:" lines.
 func TestKernelVerifierStats(t *testing.T) {
 	testutil.RequireRoot(t)
 	if err := Preflight(); err != nil {
@@ -37,9 +34,24 @@ func TestKernelVerifierStats(t *testing.T) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		t.Fatalf("removing memlock rlimit: %v", err)
 	}
-	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(_CorrelatorBytes))
+	chosen, err := chooseBuild(ObjectAuto)
 	if err != nil {
-		t.Fatalf("loading BPF spec: %v", err)
+		t.Fatal(err)
+	}
+	t.Logf("verifier: %s: object %s chosen", kernelRelease(), chosen.name)
+	for _, b := range []build{defaultBuild(), compatBuild()} {
+		if err := missingFeatures(b.obj); err != nil {
+			t.Logf("verifier: %s: not loadable here: %v", b.name, err)
+			continue
+		}
+		verifierStats(t, b)
+	}
+}
+
+func verifierStats(t *testing.T, b build) {
+	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(b.obj))
+	if err != nil {
+		t.Fatalf("loading BPF spec %s: %v", b.name, err)
 	}
 	if err := configureSpec(spec, Default()); err != nil {
 		t.Fatal(err)
@@ -58,26 +70,21 @@ func TestKernelVerifierStats(t *testing.T) {
 			Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelBranch | ebpf.LogLevelStats, LogSizeStart: 1 << 24},
 		})
 		if errors.As(err, &verr) {
-			t.Fatalf("loading BPF objects (the verifier log's last %d lines): %-[1]*[2]v", verifierTail, verr)
+			t.Fatalf("loading BPF objects %s (the verifier log's last %d lines): %-[2]*[3]v", b.name, verifierTail, verr)
 		}
 	}
 	if err != nil {
-		t.Fatalf("loading BPF objects: %v", err)
+		t.Fatalf("loading BPF objects %s: %v", b.name, err)
 	}
 	defer coll.Close()
 
-	names := make([]string, 0, len(coll.Programs))
-	for name := range coll.Programs {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range sortedKeys(coll.Programs) {
 		p := coll.Programs[name]
 		line := processedRe.FindString(p.VerifierLog)
 		if line == "" {
 			line = "no summary in the log: " + lastLine(p.VerifierLog)
 		}
-		t.Logf("verifier: %s: %s", name, line)
+		t.Logf("verifier: %s: %s: %s", b.name, name, line)
 	}
 }
 
@@ -89,95 +96,23 @@ func lastLine(s string) string {
 	return s
 }
 
-// TestKernelFeatures probes the running kernel for each map type the object
-// declares and each helper its programs call (cilium/ebpf's features), and
-// fails naming what the kernel lacks: on a kernel the object does not load
-// on, it says why beyond the first error.
+// TestKernelFeatures probes the running kernel for each map type each
+// shipped object declares and each helper its programs call (object.go's
+// missingFeatures), logs what each lacks, and fails when the kernel lacks
+// something the object Load chooses needs: on a kernel no object loads on,
+// it says why beyond the first error.
 func TestKernelFeatures(t *testing.T) {
 	testutil.RequireRoot(t)
-	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(_CorrelatorBytes))
+	for _, b := range []build{defaultBuild(), compatBuild()} {
+		if err := missingFeatures(b.obj); err != nil {
+			t.Logf("feature: %s: %s: %v", kernelRelease(), b.name, err)
+		} else {
+			t.Logf("feature: %s: %s: everything it uses is here", kernelRelease(), b.name)
+		}
+	}
+	b, err := chooseBuild(ObjectAuto)
 	if err != nil {
-		t.Fatalf("loading BPF spec: %v", err)
+		t.Fatalf("feature: %v", err)
 	}
-	var release string
-	var uts unix.Utsname
-	if unix.Uname(&uts) == nil {
-		release = unix.ByteSliceToString(uts.Release[:])
-	}
-	seenMap := map[ebpf.MapType]bool{}
-	for _, name := range sortedKeys(spec.Maps) {
-		mt := spec.Maps[name].Type
-		if seenMap[mt] {
-			continue
-		}
-		seenMap[mt] = true
-		if err := features.HaveMapType(mt); err != nil {
-			t.Errorf("feature: %s lacks map type %s (map %s): %v", release, mt, name, err)
-		}
-	}
-	type use struct {
-		pt ebpf.ProgramType
-		fn asm.BuiltinFunc
-	}
-	seenFn := map[use]bool{}
-	for _, name := range sortedKeys(spec.Programs) {
-		p := spec.Programs[name]
-		for _, ins := range p.Instructions {
-			switch {
-			case ins.IsBuiltinCall():
-				u := use{p.Type, asm.BuiltinFunc(ins.Constant)}
-				if seenFn[u] {
-					continue
-				}
-				seenFn[u] = true
-				if err := haveHelper(p, u.fn); err != nil {
-					t.Errorf("feature: %s lacks helper %s for %s programs (first in %s): %v", release, u.fn, u.pt, name, err)
-				}
-			case ins.IsKfuncCall():
-				t.Logf("feature: %s calls a kfunc (not probed)", name)
-			}
-		}
-	}
-	t.Logf("feature: %s: %d map types, %d helpers probed", release, len(seenMap), len(seenFn))
-}
-
-// haveHelper loads a program of p's type and attach point that calls fn
-// with its arguments unset: a kernel without the helper refuses the call
-// itself ("unknown func"), one with it refuses the unset arguments.
-// (features.HaveProgramHelper has no probe for tracing programs.)
-func haveHelper(p *ebpf.ProgramSpec, fn asm.BuiltinFunc) error {
-	prog, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
-		Type:       p.Type,
-		AttachType: p.AttachType,
-		AttachTo:   p.AttachTo,
-		License:    "GPL",
-		Instructions: asm.Instructions{
-			fn.Call(),
-			asm.LoadImm(asm.R0, 0, asm.DWord),
-			asm.Return(),
-		},
-	}, ebpf.ProgramOptions{LogLevel: ebpf.LogLevelBranch})
-	if err == nil {
-		prog.Close()
-		return nil
-	}
-	var verr *ebpf.VerifierError
-	if !errors.As(err, &verr) {
-		return fmt.Errorf("probing: %w", err)
-	}
-	for _, l := range verr.Log {
-		if strings.Contains(l, "unknown func") || strings.Contains(l, "invalid func") {
-			return errors.New(l)
-		}
-	}
-	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	t.Logf("feature: %s: chosen object %s", kernelRelease(), b.name)
 }

@@ -36,15 +36,6 @@ const (
 // maps.h); the scratch maps live as long as the programs that use them.
 var pinnedMaps = []string{"lineage_map", "image_places", "events", "stats"}
 
-// build is one compiled BPF object. The agent ships one; the handover test
-// loads a second layout.
-type build struct {
-	name string
-	obj  []byte
-}
-
-func shippedBuild() build { return build{name: "correlator", obj: _CorrelatorBytes} }
-
 // buildID names a build and the configuration its programs were loaded with.
 func buildID(obj []byte, cfg Config) string {
 	h := sha256.New()

@@ -41,6 +41,7 @@ type Probe struct {
 	pending     []Event       // drained from old rings, delivered first by Run
 	badOld      int           // old frames that did not decode
 	procfsRoots atomic.Int64  // roots Bootstrap found only through procfs
+	object      string        // the BPF object loaded (object.go)
 }
 
 // hook pairs a program with the tracepoint named in errors and its link pin.
@@ -58,12 +59,24 @@ func (p *Probe) hooks() []hook {
 	}
 }
 
-// Load loads the programs with cfg's keys and budget. With a pin path it
-// adopts this build's pinned probes and maps when they exist (a restart: the
-// probes never stopped), and otherwise prepares to take over from any other
-// build pinned there (an upgrade or rollback: see Attach). It does not attach.
+// Load loads the programs with cfg's keys and budget, from the object
+// cfg.Object names (object.go: by default the kernel is probed). With a pin
+// path it adopts this build's pinned probes and maps when they exist (a
+// restart: the probes never stopped), and otherwise prepares to take over
+// from any other build pinned there (an upgrade or rollback: see Attach). It
+// does not attach.
 func Load(cfg Config, log zerolog.Logger) (*Probe, error) {
-	return load(cfg, log, shippedBuild())
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := Preflight(); err != nil {
+		return nil, err
+	}
+	b, err := chooseBuild(cfg.Object)
+	if err != nil {
+		return nil, err
+	}
+	return load(cfg, log, b)
 }
 
 func load(cfg Config, log zerolog.Logger, b build) (*Probe, error) {
@@ -83,7 +96,7 @@ func load(cfg Config, log zerolog.Logger, b build) (*Probe, error) {
 	if err := configureSpec(spec, cfg); err != nil {
 		return nil, err
 	}
-	p := &Probe{cfg: cfg, log: log.With().Str("component", "capture").Logger(), lineageType: spec.Maps["lineage_map"].Value}
+	p := &Probe{cfg: cfg, log: log.With().Str("component", "capture").Str("object", b.name).Logger(), lineageType: spec.Maps["lineage_map"].Value, object: b.name}
 	opts := &ebpf.CollectionOptions{}
 	if cfg.PinPath != "" {
 		if err := ensureBPFFS(cfg.PinPath); err != nil {
@@ -173,6 +186,10 @@ func configureSpec(spec *ebpf.CollectionSpec, cfg Config) error {
 	spec.Maps["events"].MaxEntries = cfg.RingBufferBytes
 	return nil
 }
+
+// Object names the BPF object loaded: "correlator" (the default object) or
+// "correlator-compat" (object.go).
+func (p *Probe) Object() string { return p.object }
 
 // Resumed reports whether Load found pinned lineage from an earlier run.
 func (p *Probe) Resumed() bool { return p.resumed }

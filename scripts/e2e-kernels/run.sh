@@ -15,6 +15,8 @@
 #   E2E_KERNELS_RUN          the suite's -test.run regexp ('.'); empty: load only
 #   E2E_KERNELS_SUITE_TIMEOUT  seconds for the suite in one kernel (2400)
 #   E2E_KERNELS_LOAD_TIMEOUT   seconds for the load (300)
+#   E2E_KERNELS_OBJECT       the BPF object the suite runs with: auto (what
+#                            Load chooses on that kernel), default or compat
 #   E2E_KERNELS_MEM          guest memory (4G)
 #   E2E_KERNELS_TESTBIN      a pkg/capture test binary to use instead of building one
 #   E2E_KERNELS_OUT          results ($KERNEL_CACHE/run)
@@ -28,6 +30,7 @@ kernels=${KERNELS:-5.10 6.1 6.12 host}
 run_re=${E2E_KERNELS_RUN-.}
 suite_timeout=${E2E_KERNELS_SUITE_TIMEOUT:-2400}
 load_timeout=${E2E_KERNELS_LOAD_TIMEOUT:-300}
+object=${E2E_KERNELS_OBJECT:-auto}
 mem=${E2E_KERNELS_MEM:-4G}
 export KERNEL_CACHE=${KERNEL_CACHE:-/var/cache/correlator-e2e-kernels}
 work=${E2E_KERNELS_OUT:-$KERNEL_CACHE/run}
@@ -108,7 +111,8 @@ envfile() {
 		printf 'E2E_RUN=%q\n' "$run_re"
 		printf 'E2E_LOAD_TIMEOUT=%q\n' "$load_timeout"
 		printf 'E2E_SUITE_TIMEOUT=%q\n' "$suite_timeout"
-		printf 'export E2E_KERNEL E2E_MODULES E2E_SCRIPTS E2E_PKGDIR E2E_TESTBIN E2E_RUN E2E_LOAD_TIMEOUT E2E_SUITE_TIMEOUT\n'
+		printf 'E2E_OBJECT=%q\n' "$object"
+		printf 'export E2E_KERNEL E2E_MODULES E2E_SCRIPTS E2E_PKGDIR E2E_TESTBIN E2E_RUN E2E_LOAD_TIMEOUT E2E_SUITE_TIMEOUT E2E_OBJECT\n'
 	}
 }
 
@@ -142,10 +146,12 @@ section() {
 # report K OUT SECONDS: one summary line; the failure's evidence on stderr.
 # Returns non-zero when K failed.
 report() {
-	local k=$1 out=$2 secs=$3 ver load insns suite="-" t
+	local k=$1 out=$2 secs=$3 ver load insns chosen suite="-" t
 	ver=$(cut -d' ' -f2 "$out/version" 2>/dev/null || uname -r)
-	insns=$(grep -o 'verifier: [a-z_]*: processed [0-9]*' "$out/verifier.log" 2>/dev/null |
-		awk '{ sub(":", "", $2); printf "%s%s=%s", sep, $2, $4; sep = " " }')
+	# "verifier: OBJECT: PROGRAM: processed N insns", per object it loads.
+	insns=$(grep -o 'verifier: [a-z-]*: [a-z_]*: processed [0-9]*' "$out/verifier.log" 2>/dev/null |
+		awk '{ sub(":", "", $2); sub(":", "", $3); printf "%s%s/%s=%s", sep, $2, $3, $5; sep = " " }')
+	chosen=$(sed -n 's/.*verifier: .*: object \([a-z-]*\) chosen.*/\1/p' "$out/verifier.log" 2>/dev/null | head -n 1)
 	if [[ ! -f $out/done ]]; then
 		load="no result"
 		echo "e2e-kernels: $k: the guest ended without results (crash or timeout after ${secs}s); its console:" >&2
@@ -157,6 +163,7 @@ report() {
 	else
 		load="loads"
 	fi
+	[[ -z $chosen ]] || load="$load ($chosen)"
 	if [[ -f $out/suite.rc ]]; then
 		suite="$(grep -c '^--- PASS' "$out/suite.log" || true) pass, $(grep -c '^--- FAIL' "$out/suite.log" || true) fail, $(grep -c '^--- SKIP' "$out/suite.log" || true) skip (rc $(cat "$out/suite.rc"), $(cat "$out/suite.seconds")s)"
 		if [[ $(cat "$out/suite.rc") != 0 ]]; then
@@ -168,7 +175,7 @@ report() {
 		fi
 	fi
 	printf '%-5s %-22s %-8s %5ss  %s\n%37s suite: %s\n' "$k" "$ver" "$load" "$secs" "${insns:-no counts}" "" "$suite" >>"$work/summary"
-	[[ $load == loads && (! -f $out/suite.rc || $(cat "$out/suite.rc") == 0) ]]
+	[[ $load == loads* && (! -f $out/suite.rc || $(cat "$out/suite.rc") == 0) ]]
 }
 
 : >"$work/summary"

@@ -2,9 +2,10 @@
 # tests.sh OUTDIR: the matrix's checks on the running kernel, in a guest
 # (guest.sh) or on the host (run.sh, KERNELS=host). Reads E2E_* from the
 # environment (run.sh sets them). Writes into OUTDIR:
-#   verifier.log, verifier.rc  TestKernelVerifierStats: the shipped object
-#                              loaded as `correlator capture` loads it, with
-#                              the verifier's summary per program; and
+#   verifier.log, verifier.rc  TestKernelVerifierStats: each shipped object
+#                              the kernel can load, loaded as `correlator
+#                              capture` loads it, with the verifier's summary
+#                              per object and program; and
 #                              TestKernelFeatures: the map types and helpers
 #                              it uses that the kernel lacks
 #   suite.log, suite.rc        the pkg/capture test binary (E2E_RUN), only
@@ -27,9 +28,9 @@ keep
 grep -Eo '(verifier|feature): .*' "$out/verifier.log" | sed 's/^/e2e-tests: /'
 
 if [[ $(cat "$logs/verifier.rc") == 0 && -n $E2E_RUN ]]; then
-	echo "e2e-tests: $(uname -r): the capture suite (-test.run '$E2E_RUN')"
+	echo "e2e-tests: $(uname -r): the capture suite (-test.run '$E2E_RUN', object ${E2E_OBJECT:-auto})"
 	start=$(date +%s)
-	timeout -k 10 "$E2E_SUITE_TIMEOUT" "$E2E_TESTBIN" -test.run "$E2E_RUN" -test.v -test.count=1 \
+	CORRELATOR_BPF_OBJECT=${E2E_OBJECT:-auto} timeout -k 10 "$E2E_SUITE_TIMEOUT" "$E2E_TESTBIN" -test.run "$E2E_RUN" -test.v -test.count=1 \
 		-test.timeout "$((E2E_SUITE_TIMEOUT - 30))s" >"$logs/suite.log" 2>&1
 	echo $? >"$logs/suite.rc"
 	echo $(($(date +%s) - start)) >"$logs/suite.seconds"
