@@ -198,8 +198,8 @@ static long scan_stride(__u64 blk, struct scan_ctx *c)
  * only scalars, so the scan's state lives in the scratch map between calls
  * (scan_buf.st) and each block looks its buffers up itself.
  */
-#define SCAN_BLOCK 16                 /* variables per scan_block call */
-#define SCAN_SPAN 512                 /* scan_block calls per scan_span call */
+#define SCAN_BLOCK 8                  /* variables per scan_block call (16: 439k insns on 6.18, 4: verifier bug) */
+#define SCAN_SPAN 1024                /* scan_block calls per scan_span call */
 #define SCAN_SPANS ((1 << 23) / (SCAN_BLOCK * SCAN_SPAN)) /* MAX_ENV_VARS */
 
 static __always_inline void scan_save(struct scan_state *s, const struct scan_ctx *c)

@@ -26,6 +26,10 @@ func TestKernelKeyPosition(t *testing.T) {
 		{name: "last", env: append(baseEnv(), keyEnv(id)), want: id},
 		{name: "behind 200KiB of variables", env: append(append(baseEnv(), big...), keyEnv(id)), want: id,
 			noFlags: []string{vocab.FlagScanTruncated}},
+		// 131,072 variables: the scan's every block and span, bpf_loop's or
+		// the compat object's global functions (object.go), is walked.
+		{name: "behind 256KiB of one-byte variables", env: append(tinyEnv(256<<10), keyEnv(id)), want: id,
+			noFlags: []string{vocab.FlagScanTruncated}},
 		{name: "behind one 120KiB value", env: []string{"BLOB=" + strings.Repeat("x", 120<<10), keyEnv(id)}, want: id},
 		{name: "multi-line value hiding a fake key", want: id,
 			env: []string{"MULTI=line1\n" + keyEnv("fake") + "\nline3", keyEnv(id)}},
@@ -99,4 +103,13 @@ func TestKernelSecondKey(t *testing.T) {
 	if kv := child.Keys["SPO_EXEC_REQUEST_UID"]; kv.Value != spo || kv.Source != vocab.SourceInherited {
 		t.Errorf("child SPO key %+v, want %s inherited", kv, spo)
 	}
+}
+
+// tinyEnv is n bytes of one-letter variables ("x" and its NUL).
+func tinyEnv(n int) []string {
+	env := make([]string, n/2)
+	for i := range env {
+		env[i] = "x"
+	}
+	return env
 }
