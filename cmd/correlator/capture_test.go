@@ -21,9 +21,22 @@ import (
 	"github.com/execid/correlator/pkg/vocab"
 )
 
-// buildBinary compiles correlator once per test.
+// agentBinaryEnv names a prebuilt correlator binary that buildBinary
+// returns instead of compiling one: the kernel matrix builds it on the host,
+// since building Go in a TCG guest takes minutes.
+const agentBinaryEnv = "CORRELATOR_TEST_AGENT_BIN"
+
+// buildBinary compiles correlator once per test, or returns the binary
+// agentBinaryEnv names.
 func buildBinary(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv(agentBinaryEnv); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("finding the prebuilt correlator (%s): %v", agentBinaryEnv, err)
+		}
+		t.Logf("correlator: the prebuilt %s (%s)", bin, agentBinaryEnv)
+		return bin
+	}
 	bin := filepath.Join(t.TempDir(), "correlator")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("building correlator: %v\n%s", err, out)

@@ -72,42 +72,41 @@ type ContainerConfig struct {
 	Files map[string]string
 }
 
-// Container is a detached runc container with its own state root.
+// Container is a detached container with its own state root, run by runc
+// or, with CORRELATOR_TEST_RUNTIME=crun, by crun (see RuntimeEnv).
 type Container struct {
 	ID         string
 	PodUID     string
 	CgroupPath string // cgroupsPath: /kubepods/<qos>/pod<uid>/<id> unless configured
 	Bundle     string
-	StateRoot  string // runc --root
+	StateRoot  string // the runtime's --root
 	Env        []string
+	Runtime    Runtime // runc or crun
 
-	runc    string
 	initPID int
 }
 
-// NewContainer starts a runc container and registers its teardown with
-// t.Cleanup. It requires root and fails the test if runc or a static
-// busybox is missing.
+// NewContainer starts a container with the runtime RequireRuntime gives
+// (runc unless CORRELATOR_TEST_RUNTIME says crun), logs which, and
+// registers its teardown with t.Cleanup. It requires root and fails the
+// test if the runtime or a static busybox is missing.
 func NewContainer(t testing.TB, cfg ContainerConfig) *Container {
 	t.Helper()
 	RequireRoot(t)
-	c, err := newContainer(t.TempDir(), cfg)
+	rt := RequireRuntime(t)
+	c, err := newContainer(t.TempDir(), rt, cfg)
 	if err != nil {
-		t.Fatalf("starting runc container: %v", err)
+		t.Fatalf("starting %s container: %v", rt.Name, err)
 	}
 	t.Cleanup(func() {
 		if err := c.Destroy(); err != nil {
-			t.Errorf("destroying runc container %s: %v", c.ID, err)
+			t.Errorf("destroying %s container %s: %v", rt.Name, c.ID, err)
 		}
 	})
 	return c
 }
 
-func newContainer(dir string, cfg ContainerConfig) (*Container, error) {
-	runc, err := exec.LookPath("runc")
-	if err != nil {
-		return nil, fmt.Errorf("finding runc (apt-get install -y runc): %w", err)
-	}
+func newContainer(dir string, rt Runtime, cfg ContainerConfig) (*Container, error) {
 	busybox, err := exec.LookPath("busybox")
 	if err != nil {
 		return nil, fmt.Errorf("finding busybox (apt-get install -y busybox-static): %w", err)
@@ -146,7 +145,7 @@ func newContainer(dir string, cfg ContainerConfig) (*Container, error) {
 		Bundle:     filepath.Join(dir, "bundle"),
 		StateRoot:  filepath.Join(dir, "state"),
 		Env:        append([]string(nil), cfg.Env...),
-		runc:       runc,
+		Runtime:    rt,
 	}
 	spec := newSpec(cfg.Args, c.Env, cfg.Hostname, c.CgroupPath)
 	if err := writeBundle(c.Bundle, busybox, cfg.Files, spec); err != nil {
@@ -159,7 +158,7 @@ func newContainer(dir string, cfg ContainerConfig) (*Container, error) {
 	return c, nil
 }
 
-// start runs `runc run -d`. Detached without a terminal, runc hands its own
+// start runs `runc run -d` (or crun's). Detached without a terminal, runc hands its own
 // stdio to the init process, so stdio goes to files: a pipe would stay open
 // for the container's lifetime and block cmd.Wait.
 func (c *Container) start() error {
@@ -174,12 +173,12 @@ func (c *Container) start() error {
 	}
 	defer log.Close()
 	pidFile := filepath.Join(c.Bundle, "init.pid")
-	cmd := exec.Command(c.runc, "--root", c.StateRoot, "run", "-d",
+	cmd := exec.Command(c.Runtime.Path, "--root", c.StateRoot, "run", "-d",
 		"--bundle", c.Bundle, "--pid-file", pidFile, c.ID)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {
 		out, _ := os.ReadFile(log.Name())
-		return fmt.Errorf("running runc run: %w: %s", err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("running %s run: %w: %s", c.Runtime.Name, err, strings.TrimSpace(string(out)))
 	}
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
@@ -238,7 +237,7 @@ func (c *Container) run(ctx context.Context, args []string) ([]byte, error) {
 	}
 	defer os.Remove(out.Name())
 	defer out.Close()
-	cmd := exec.CommandContext(ctx, c.runc, args...)
+	cmd := exec.CommandContext(ctx, c.Runtime.Path, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	runErr := cmd.Run()
 	b, err := os.ReadFile(out.Name())
@@ -246,7 +245,7 @@ func (c *Container) run(ctx context.Context, args []string) ([]byte, error) {
 		return nil, fmt.Errorf("reading exec output: %w", err)
 	}
 	if runErr != nil {
-		return b, fmt.Errorf("running runc exec in container %s: %w", c.ID, runErr)
+		return b, fmt.Errorf("running %s exec in container %s: %w", c.Runtime.Name, c.ID, runErr)
 	}
 	return b, nil
 }
@@ -257,18 +256,18 @@ func (c *Container) run(ctx context.Context, args []string) ([]byte, error) {
 func (c *Container) Destroy() error {
 	var errs []error
 	if c.initPID > 0 {
-		_ = exec.Command(c.runc, "--root", c.StateRoot, "kill", c.ID, "KILL").Run()
+		_ = exec.Command(c.Runtime.Path, "--root", c.StateRoot, "kill", c.ID, "KILL").Run()
 		c.waitStopped(EventuallyBound)
 	}
-	if out, err := exec.Command(c.runc, "--root", c.StateRoot, "delete", "-f", c.ID).CombinedOutput(); err != nil &&
+	if out, err := exec.Command(c.Runtime.Path, "--root", c.StateRoot, "delete", "-f", c.ID).CombinedOutput(); err != nil &&
 		!strings.Contains(string(out), "does not exist") {
-		errs = append(errs, fmt.Errorf("running runc delete: %w: %s", err, strings.TrimSpace(string(out))))
+		errs = append(errs, fmt.Errorf("running %s delete: %w: %s", c.Runtime.Name, err, strings.TrimSpace(string(out))))
 	}
 	if err := removeCgroups(c.CgroupPath); err != nil {
 		errs = append(errs, err)
 	}
 	if err := os.RemoveAll(filepath.Join(c.StateRoot, c.ID)); err != nil {
-		errs = append(errs, fmt.Errorf("removing runc state: %w", err))
+		errs = append(errs, fmt.Errorf("removing %s state: %w", c.Runtime.Name, err))
 	}
 	return errors.Join(errs...)
 }
@@ -276,7 +275,7 @@ func (c *Container) Destroy() error {
 func (c *Container) waitStopped(timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		out, err := exec.Command(c.runc, "--root", c.StateRoot, "state", c.ID).Output()
+		out, err := exec.Command(c.Runtime.Path, "--root", c.StateRoot, "state", c.ID).Output()
 		if err != nil {
 			return
 		}
