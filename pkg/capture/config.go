@@ -50,6 +50,10 @@ type Config struct {
 	RingBufferBytes uint32
 	// LineageEntries caps the live processes tracked in sessions.
 	LineageEntries uint32
+	// PlaceEntries caps the live tasks whose image place the compat object
+	// keeps (object.go); a task beyond it is counted (PlaceErrors) and its
+	// roots read as unverified. The default object's task storage has no cap.
+	PlaceEntries uint32
 	// ProcRoot is /proc, or /host/proc in a DaemonSet.
 	ProcRoot string
 	// FlushInterval bounds how long an event may wait in the ring: the
@@ -76,6 +80,7 @@ func Default() Config {
 		PinPath:         DefaultPinPath,
 		RingBufferBytes: 16 << 20,
 		LineageEntries:  16384,
+		PlaceEntries:    65536,
 		ProcRoot:        "/proc",
 		FlushInterval:   100 * time.Millisecond,
 		WakeupBytes:     256 << 10,
@@ -107,6 +112,9 @@ func (c Config) Validate() error {
 	}
 	if c.LineageEntries < 64 {
 		return fmt.Errorf("validating lineage entries %d: must be at least 64", c.LineageEntries)
+	}
+	if c.PlaceEntries < 64 {
+		return fmt.Errorf("validating place entries %d: must be at least 64", c.PlaceEntries)
 	}
 	if c.PinPath != "" && !filepath.IsAbs(c.PinPath) {
 		return fmt.Errorf("validating pin path %q: must be absolute", c.PinPath)

@@ -40,9 +40,9 @@ var pinnedMaps = []string{"lineage_map", "image_places", "events", "stats"}
 func buildID(obj []byte, cfg Config) string {
 	h := sha256.New()
 	h.Write(obj)
-	fmt.Fprintf(h, "\x00keys=%q bridge=%q budget=%d ring=%d lineage=%d wakeup=%d",
+	fmt.Fprintf(h, "\x00keys=%q bridge=%q budget=%d ring=%d lineage=%d wakeup=%d places=%d",
 		cfg.Keys, cfg.BridgeKey, cfg.ScanBudget, cfg.RingBufferBytes, cfg.LineageEntries,
-		min(cfg.WakeupBytes, cfg.RingBufferBytes/4))
+		min(cfg.WakeupBytes, cfg.RingBufferBytes/4), cfg.PlaceEntries)
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 

@@ -183,6 +183,9 @@ func configureSpec(spec *ebpf.CollectionSpec, cfg Config) error {
 		}
 	}
 	spec.Maps["lineage_map"].MaxEntries = cfg.LineageEntries
+	if m := spec.Maps["image_places"]; m.Type == ebpf.Hash {
+		m.MaxEntries = cfg.PlaceEntries // the compat object's (maps.h)
+	}
 	spec.Maps["events"].MaxEntries = cfg.RingBufferBytes
 	return nil
 }
