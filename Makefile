@@ -221,11 +221,19 @@ e2e-cluster: deps-test
 ## E2E_KERNELS_RUN=regexp the tests (empty: load only). Kernels are fetched
 ## with apt-get download into /var/cache/correlator-e2e-kernels (KERNEL_CACHE),
 ## with their own sources list and state: the machine's apt setup is untouched.
-## scripts/e2e-kernels/run.sh documents the rest.
+## scripts/e2e-kernels/run.sh documents the rest. Runtimes: in the guests
+## (pure cgroup v2) the container tests run again with crun
+## (E2E_KERNELS_CRUN_RUN), and one end-to-end attribution through `correlator
+## run` with runc and crun (E2E_KERNELS_E2E_RUN); empty: none.
 KERNELS          ?= 5.10 6.1 6.12 host
 E2E_KERNELS_RUN  ?= .
-E2E_KERNELS_DEPS := qemu-system-x86:qemu-system-x86_64 busybox-static:static:busybox kmod:depmod xz-utils:xz cpio:cpio
+E2E_KERNELS_DEPS := qemu-system-x86:qemu-system-x86_64 busybox-static:static:busybox kmod:depmod xz-utils:xz cpio:cpio crun:crun
+# e2e_kernels_pass VAR: VAR='<its value, unexpanded>' when VAR is set, so
+# that unset keeps run.sh's default and empty means none.
+e2e_kernels_pass = $(if $(filter undefined,$(origin $(1))),,$(1)='$(value $(1))')
 .PHONY: e2e-kernels
 e2e-kernels:
 	@$(call ensure_pkgs,$(RUNTIME_DEPS) $(E2E_KERNELS_DEPS),1)
-	KERNELS='$(KERNELS)' E2E_KERNELS_RUN='$(value E2E_KERNELS_RUN)' GO='$(GO)' bash scripts/e2e-kernels/run.sh
+	KERNELS='$(KERNELS)' E2E_KERNELS_RUN='$(value E2E_KERNELS_RUN)' GO='$(GO)' \
+	$(call e2e_kernels_pass,E2E_KERNELS_CRUN_RUN) $(call e2e_kernels_pass,E2E_KERNELS_E2E_RUN) \
+	bash scripts/e2e-kernels/run.sh

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -201,7 +202,14 @@ func (c *Container) InitPID() int { return c.initPID }
 // PID); append "; true" when a test needs the command to be a child. runc
 // exec returns only once every holder of the session's stdout and stderr has
 // closed them, so a process left running must redirect them (>/dev/null 2>&1).
+//
+// crun's `exec --env` replaces the environment instead of appending to
+// config.json's, so with crun the same environment goes in a process file
+// (ExecProcess), as containerd hands any runtime an exec.
 func (c *Container) Exec(ctx context.Context, args []string, extraEnv ...string) ([]byte, error) {
+	if c.Runtime.Name == "crun" && len(extraEnv) > 0 {
+		return c.ExecProcess(ctx, append(slices.Clip(c.Env), extraEnv...), args)
+	}
 	runcArgs := []string{"--root", c.StateRoot, "exec"}
 	for _, kv := range extraEnv {
 		runcArgs = append(runcArgs, "--env", kv)

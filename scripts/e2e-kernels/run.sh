@@ -67,6 +67,57 @@ if [[ -z $testbin ]]; then
 	(cd "$repo" && CGO_ENABLED=0 "$GO" test -c -o "$testbin" ./pkg/capture)
 fi
 
+# --- Runtimes (issue 31): crun beside runc, and one end-to-end attribution
+# through `correlator run` with each (tests.sh's runtimes block). Built here:
+# Go in a TCG guest takes minutes.
+#   E2E_KERNELS_CRUN_RUN  the pkg/capture tests run again with crun, in pure
+#                         cgroup v2 guests (the container tests); empty: none
+#   E2E_KERNELS_E2E_RUN   the cmd/correlator tests run with runc and crun
+#                         ('^TestEndToEnd$/^overlapping_sessions$'); empty: none
+#   E2E_KERNELS_RUNTIMES_TIMEOUT  seconds for all of these in one kernel (1200),
+#                         added to the guest's limit
+runtimes_timeout=${E2E_KERNELS_RUNTIMES_TIMEOUT:-1200}
+crun_re=${E2E_KERNELS_CRUN_RUN-'^(TestBridgeArgvRoot|TestKernelAdversary.*|TestKernelSPOPrefix|TestKernelRunc(Container|SystemdCgroup)|TestKernelScope|TestKernelRestartWindowForgers)$'}
+e2e_re=${E2E_KERNELS_E2E_RUN-'^TestEndToEnd$/^overlapping_sessions$'}
+if [[ -n $run_re && -n $e2e_re ]]; then
+	echo "e2e-kernels: building correlator and the cmd/correlator test binary ($work)"
+	(cd "$repo" && CGO_ENABLED=0 "$GO" build -o "$work/correlator" ./cmd/correlator &&
+		CGO_ENABLED=0 "$GO" test -c -o "$work/correlator.test" ./cmd/correlator)
+fi
+runtimes_env() {
+	printf 'E2E_CRUN_RUN=%q\n' "$crun_re"
+	printf 'E2E_E2E_RUN=%q\n' "$e2e_re"
+	printf 'E2E_AGENT=%q\n' "$work/correlator"
+	printf 'E2E_E2EBIN=%q\n' "$work/correlator.test"
+	printf 'E2E_CMDDIR=%q\n' "$src/cmd/correlator"
+	printf 'E2E_RUNTIMES_TIMEOUT=%q\n' "$runtimes_timeout"
+	printf 'export E2E_CRUN_RUN E2E_E2E_RUN E2E_AGENT E2E_E2EBIN E2E_CMDDIR E2E_RUNTIMES_TIMEOUT\n'
+}
+# report_runtimes K OUT: a summary line per runtime run; the failures'
+# evidence on stderr. Returns non-zero when one failed.
+report_runtimes() {
+	local k=$1 out=$2 name log rc t ok=0
+	for log in "$out"/suite-crun.log "$out"/e2e-*.log; do
+		[[ -f $log ]] || continue
+		name=$(basename "$log" .log)
+		rc=$(cat "${log%.log}.rc")
+		printf '%37s %s: %s pass, %s fail, %s skip (rc %s, %ss)\n' "" "$name" "$(grep -c '^--- PASS' "$log" || true)" \
+			"$(grep -c '^--- FAIL' "$log" || true)" "$(grep -c '^--- SKIP' "$log" || true)" "$rc" "$(cat "${log%.log}.seconds")" >>"$work/summary"
+		[[ $rc == 0 ]] && continue
+		ok=1
+		echo "e2e-kernels: $k: $name failed (all of it in $log):" >&2
+		for t in $(sed -n 's/^--- FAIL: \([^ ]*\) .*/\1/p' "$log"); do
+			section "$log" "$t" | tail -n 80 >&2
+		done
+		grep -E '^(panic|FAIL|\*\*\* Test killed)' "$log" >&2 || true
+	done
+	if [[ -f $out/runtimes.skipped ]]; then
+		sed 's/^/                                      /' "$out/runtimes.skipped" >>"$work/summary"
+	fi
+	return $ok
+}
+# --- end of runtimes
+
 # modules_for KDIR: the modules (paths under KDIR/modules, in load order)
 # that the guest needs for virtio-pci, 9p over virtio and overlayfs; built-in
 # ones are skipped.
@@ -113,6 +164,7 @@ envfile() {
 		printf 'E2E_SUITE_TIMEOUT=%q\n' "$suite_timeout"
 		printf 'E2E_OBJECT=%q\n' "$object"
 		printf 'export E2E_KERNEL E2E_MODULES E2E_SCRIPTS E2E_PKGDIR E2E_TESTBIN E2E_RUN E2E_LOAD_TIMEOUT E2E_SUITE_TIMEOUT E2E_OBJECT\n'
+		runtimes_env # the runtimes block
 	}
 }
 
@@ -126,6 +178,7 @@ boot() {
 	envfile "$k" "$(readlink -f "$kdir/modules")" >"$out/env"
 	cp "$here/guest.sh" "$out/guest.sh"
 	limit=$((load_timeout + suite_timeout + 300))
+	limit=$((limit + runtimes_timeout)) # the runtimes block
 	echo "e2e-kernels: $k: booting $(cat "$kdir/version") (qemu TCG, limit ${limit}s)"
 	timeout -k 20 "$limit" qemu-system-x86_64 \
 		-accel tcg,thread=multi -cpu max -smp 2 -m "$mem" \
@@ -198,6 +251,7 @@ for k in $kernels; do
 		boot "$k" "$out"
 	fi
 	report "$k" "$out" "$(($(date +%s) - start))" || failed+=("$k")
+	report_runtimes "$k" "$out" || [[ " ${failed[*]} " == *" $k "* ]] || failed+=("$k") # the runtimes block
 done
 
 echo
