@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -205,12 +204,7 @@ func deliverAudit(t *testing.T, agent *AgentPod, sessions []*agentSession) {
 
 func appendAuditLog(t *testing.T, path string, lines []byte) {
 	t.Helper()
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.Write(lines); err != nil {
+	if err := appendFile(path, lines); err != nil {
 		t.Fatal(err)
 	}
 }
