@@ -39,6 +39,9 @@ func (c *captureFlags) add(f *pflag.FlagSet) {
 	}
 	f.Uint32Var(&c.cfg.RingBufferBytes, "ring-buffer-bytes", c.cfg.RingBufferBytes, "kernel ring buffer size (power of two)")
 	f.Uint32Var(&c.cfg.LineageEntries, "lineage-entries", c.cfg.LineageEntries, "maximum live processes tracked in sessions")
+	f.StringVar((*string)(&c.cfg.Object), "bpf-object", string(c.cfg.Object),
+		"BPF object: auto (probe the kernel: default on 5.17 and later, compat on 5.10 to 5.16), default or compat; a kernel that cannot load it is refused at start")
+	f.Uint32Var(&c.cfg.PlaceEntries, "place-entries", c.cfg.PlaceEntries, "live tasks whose image place the compat object tracks (a full map is counted; those tasks' roots read as unverified)")
 	f.StringVar(&c.cfg.ProcRoot, "proc-root", c.cfg.ProcRoot, "path of the host's /proc")
 	f.StringVar((*string)(&c.cfg.Scope), "capture-scope", string(c.cfg.Scope), "execs sent by the kernel: pods (in a pod's cgroup, or carrying a session or key) or all (host processes too)")
 	f.DurationVar(&c.cfg.FlushInterval, "flush-interval", c.cfg.FlushInterval, "longest an event waits in the kernel ring before it is read")
