@@ -44,11 +44,7 @@ func BenchmarkJoin(b *testing.B) {
 // against 20 overlapping sessions in one pod.
 func BenchmarkJoinHeuristic(b *testing.B) {
 	j := newJoiner(b, func(c *Config) { c.MaxProcesses = 100_000 })
-	for i := range 20 {
-		r := xr(fmt.Sprintf("h-%d", i), "sh", "-c", fmt.Sprint(i))
-		r.RequestReceivedTimestamp = t0.Add(time.Duration(i) * time.Second)
-		j.AddRecord(t0, r)
-	}
+	addHeuristicRecords(j)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -63,17 +59,23 @@ func BenchmarkJoinHeuristic(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
+// addHeuristicRecords holds 20 requests of one pod, a second apart, each
+// with its own command.
+func addHeuristicRecords(j *Joiner) {
+	for i := range 20 {
+		r := xr(fmt.Sprintf("h-%d", i), "sh", "-c", fmt.Sprint(i))
+		r.RequestReceivedTimestamp = t0.Add(time.Duration(i) * time.Second)
+		j.AddRecord(t0, r)
+	}
+}
+
 // BenchmarkJoinHeuristicSettle is the node's way: each ID-less root is
 // added as it starts (no answer yet), and the expiry tick past its window
 // decides it. Per root: its resolution on arrival, its wait in the window
 // queue, and its resolution when the window and holds close.
 func BenchmarkJoinHeuristicSettle(b *testing.B) {
 	j := newJoiner(b, func(c *Config) { c.MaxProcesses = 100_000 })
-	for i := range 20 {
-		r := xr(fmt.Sprintf("h-%d", i), "sh", "-c", fmt.Sprint(i))
-		r.RequestReceivedTimestamp = t0.Add(time.Duration(i) * time.Second)
-		j.AddRecord(t0, r)
-	}
+	addHeuristicRecords(j)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
