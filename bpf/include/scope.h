@@ -31,22 +31,36 @@ const volatile __u32 scope_all = 0;
 
 /*
  * pod_cgroup reports whether the kernfs node at kn_addr, or an ancestor, is
- * named kubepods*. A global function, verified once on its own: inlined,
- * each way out of the walk would carry its own verifier state through the
- * rest of the exec handler. So kn comes as a plain address, read through
- * probe reads.
+ * a kubelet's pods node: named kubepods* (cgroupfs, and systemd at the root),
+ * or <root>-kubepods.slice (systemd below a --cgroup-root, as kind runs:
+ * kubelet.slice/kubelet-kubepods.slice/...). The suffix is matched only on
+ * names shorter than POD_NAME_MAX; a cgroup root that long is not seen.
+ * A global function, verified once on its own: inlined, each way out of the
+ * walk would carry its own verifier state through the rest of the exec
+ * handler. So kn comes as a plain address, read through probe reads.
  */
+#define POD_NAME_MAX 48
+#define KUBEPODS_SLICE_HI 0x646f706562756b2dULL /* "-kubepod" */
+#define KUBEPODS_SLICE_LO 0x006563696c732e73ULL /* "s.slice\0" */
+
 __noinline int pod_cgroup(__u64 kn_addr)
 {
 	struct kernfs_node *kn = (void *)kn_addr;
 
 	for (int i = 0; i < POD_CGROUP_DEPTH && kn; i++) {
-		char name[9] = {};
+		char name[POD_NAME_MAX] = {};
+		__u64 tail[2] = {};
 		const char *p = 0;
+		long n;
 
 		bpf_core_read(&p, sizeof(p), &kn->name);
-		if (bpf_probe_read_kernel_str(name, sizeof(name), p) == sizeof(name) &&
-		    *(__u64 *)name == KUBEPODS)
+		n = bpf_probe_read_kernel_str(name, sizeof(name), p);
+		if (n >= 9 && *(__u64 *)name == KUBEPODS)
+			return 1;
+		/* n counts the NUL: the name's last 16 bytes with it are the suffix */
+		if (n >= (long)sizeof(tail) && n < (long)sizeof(name) &&
+		    !bpf_probe_read_kernel(tail, sizeof(tail), p + n - sizeof(tail)) &&
+		    tail[0] == KUBEPODS_SLICE_HI && tail[1] == KUBEPODS_SLICE_LO)
 			return 1;
 		kn = kn_parent(kn);
 	}

@@ -18,6 +18,14 @@
 #   E2E_KERNELS_OBJECT       the BPF object the suite runs with: auto (what
 #                            Load chooses on that kernel), default or compat
 #   E2E_KERNELS_MEM          guest memory (4G)
+#   E2E_KERNELS_TCG          qemu's TCG threading: single (default) or multi.
+#                            Multi-threaded TCG races the guest's own code
+#                            patching: a 6.12 guest died in CI with "Oops:
+#                            int3" at a static key in kmem_cache_alloc while
+#                            cgroup_mkdir enabled the memory controller.
+#   E2E_KERNELS_BENCH        the suite's benchmarks to run too (-test.bench;
+#                            empty: none), e.g. '^BenchmarkExecOverhead$'
+#   E2E_KERNELS_BENCHTIME    their -test.benchtime (1000x)
 #   E2E_KERNELS_TESTBIN      a pkg/capture test binary to use instead of building one
 #   E2E_KERNELS_OUT          results ($KERNEL_CACHE/run)
 #   KERNEL_CACHE             kernels and apt state (/var/cache/correlator-e2e-kernels)
@@ -32,6 +40,7 @@ suite_timeout=${E2E_KERNELS_SUITE_TIMEOUT:-2400}
 load_timeout=${E2E_KERNELS_LOAD_TIMEOUT:-300}
 object=${E2E_KERNELS_OBJECT:-auto}
 mem=${E2E_KERNELS_MEM:-4G}
+tcg=${E2E_KERNELS_TCG:-single}
 export KERNEL_CACHE=${KERNEL_CACHE:-/var/cache/correlator-e2e-kernels}
 work=${E2E_KERNELS_OUT:-$KERNEL_CACHE/run}
 
@@ -163,7 +172,9 @@ envfile() {
 		printf 'E2E_LOAD_TIMEOUT=%q\n' "$load_timeout"
 		printf 'E2E_SUITE_TIMEOUT=%q\n' "$suite_timeout"
 		printf 'E2E_OBJECT=%q\n' "$object"
-		printf 'export E2E_KERNEL E2E_MODULES E2E_SCRIPTS E2E_PKGDIR E2E_TESTBIN E2E_RUN E2E_LOAD_TIMEOUT E2E_SUITE_TIMEOUT E2E_OBJECT\n'
+		printf 'E2E_BENCH=%q\n' "${E2E_KERNELS_BENCH:-}"
+		printf 'E2E_BENCHTIME=%q\n' "${E2E_KERNELS_BENCHTIME:-1000x}"
+		printf 'export E2E_KERNEL E2E_MODULES E2E_SCRIPTS E2E_PKGDIR E2E_TESTBIN E2E_RUN E2E_LOAD_TIMEOUT E2E_SUITE_TIMEOUT E2E_OBJECT E2E_BENCH E2E_BENCHTIME\n'
 		runtimes_env # the runtimes block
 	}
 }
@@ -179,9 +190,9 @@ boot() {
 	cp "$here/guest.sh" "$out/guest.sh"
 	limit=$((load_timeout + suite_timeout + 300))
 	limit=$((limit + runtimes_timeout)) # the runtimes block
-	echo "e2e-kernels: $k: booting $(cat "$kdir/version") (qemu TCG, limit ${limit}s)"
+	echo "e2e-kernels: $k: booting $(cat "$kdir/version") (qemu TCG thread=$tcg, limit ${limit}s)"
 	timeout -k 20 "$limit" qemu-system-x86_64 \
-		-accel tcg,thread=multi -cpu max -smp 2 -m "$mem" \
+		-accel tcg,thread="$tcg" -cpu max -smp 2 -m "$mem" \
 		-kernel "$kdir/vmlinuz" -initrd "$out/initramfs.cpio.gz" \
 		-append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init cgroup_no_v1=all" \
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
@@ -228,6 +239,16 @@ report() {
 		fi
 	fi
 	printf '%-5s %-22s %-8s %5ss  %s\n%37s suite: %s\n' "$k" "$ver" "$load" "$secs" "${insns:-no counts}" "" "$suite" >>"$work/summary"
+	if [[ -f $out/bench.rc ]]; then
+		# name, then each "value unit" pair past ns/op
+		awk '/^Benchmark/ { printf "%37s bench: %s", "", $1; for (i = 5; i < NF; i += 2) printf " %s %s", $i, $(i + 1); print "" }' \
+			"$out/bench.log" >>"$work/summary"
+		if [[ $(cat "$out/bench.rc") != 0 ]]; then
+			echo "e2e-kernels: $k: the benchmarks failed (all of it in $out/bench.log):" >&2
+			tail -n 40 "$out/bench.log" >&2
+			return 1
+		fi
+	fi
 	[[ $load == loads* && (! -f $out/suite.rc || $(cat "$out/suite.rc") == 0) ]]
 }
 

@@ -10,6 +10,8 @@
 #                              it uses that the kernel lacks
 #   suite.log, suite.rc        the pkg/capture test binary (E2E_RUN), only
 #                              when the object loads
+#   bench.log, bench.rc        its benchmarks (E2E_BENCH, -test.benchtime
+#                              E2E_BENCHTIME), only when the object loads
 #   done                       written last
 set -u
 out=${1:?usage: tests.sh OUTDIR}
@@ -36,6 +38,15 @@ if [[ $(cat "$logs/verifier.rc") == 0 && -n $E2E_RUN ]]; then
 	echo $(($(date +%s) - start)) >"$logs/suite.seconds"
 	keep
 	grep -E '^(--- (PASS|FAIL|SKIP)|ok|FAIL|panic)' "$out/suite.log" | sed 's/^/e2e-tests: /'
+fi
+
+if [[ $(cat "$logs/verifier.rc") == 0 && -n ${E2E_BENCH:-} ]]; then
+	echo "e2e-tests: $(uname -r): benchmarks (-test.bench '$E2E_BENCH', -test.benchtime ${E2E_BENCHTIME:-1000x})"
+	CORRELATOR_BPF_OBJECT=${E2E_OBJECT:-auto} timeout -k 10 "$E2E_SUITE_TIMEOUT" "$E2E_TESTBIN" -test.run '^$' \
+		-test.bench "$E2E_BENCH" -test.benchtime "${E2E_BENCHTIME:-1000x}" -test.count=1 >"$logs/bench.log" 2>&1
+	echo $? >"$logs/bench.rc"
+	keep
+	grep -E '^(Benchmark|FAIL|panic)' "$out/bench.log" | sed 's/^/e2e-tests: /'
 fi
 
 # --- Runtimes (issue 31): crun beside runc, and `correlator run` end to end.
