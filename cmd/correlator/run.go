@@ -192,7 +192,7 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) (err error) {
 	if disp != nil {
 		cl.add("closing the alert spools", disp.Close)
 	}
-	writer := store.NewWriter(st, 1000, 200*time.Millisecond, store.WithCommitWhenIdle(), store.WithMinCommitGap(100*time.Millisecond))
+	writer := agent.NewStoreWriter(st)
 	cl.add("flushing the store", writer.Close)
 	reg.MustRegister(store.NewWriterCollector(writer))
 	res, err := meta.New(meta.Config{PodMapPath: o.podMap, CRISocket: o.criSocket, CacheSize: 4096}, log, reg)

@@ -260,7 +260,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.emit(ctx, now, a.joiner.AddRecord(now, rec))
 			}
 		case ev := <-a.procs:
-			a.handleProcess(ctx, ev)
+			a.handleProcesses(ctx, ev)
 		case b := <-a.audit:
 			a.handleAudit(ctx, b)
 		case <-tick.C:
@@ -282,7 +282,7 @@ func (a *Agent) drain() {
 	for {
 		select {
 		case ev := <-a.procs:
-			a.handleProcess(ctx, ev)
+			a.handleProcesses(ctx, ev)
 		case b := <-a.audit:
 			a.handleAudit(ctx, b)
 		default:
@@ -292,12 +292,33 @@ func (a *Agent) drain() {
 	}
 }
 
-func (a *Agent) handleProcess(ctx context.Context, it procItem) {
-	now := a.now()
+// maxDrain bounds the capture events joined before their updates are
+// emitted together: one evaluation, one store Add and one session lookup
+// per batch instead of per event, while a burst never delays the first
+// event's row by more than this many joins.
+const maxDrain = 256
+
+// handleProcesses joins first and whatever capture events are queued
+// behind it (up to maxDrain), then emits their updates as one batch.
+func (a *Agent) handleProcesses(ctx context.Context, first procItem) {
+	since := a.now()
+	ups := a.handleProcess(ctx, since, first, nil)
+	for n := 1; n < maxDrain; n++ {
+		select {
+		case it := <-a.procs:
+			ups = a.handleProcess(ctx, a.now(), it, ups)
+		default:
+			n = maxDrain
+		}
+	}
+	a.emit(ctx, since, ups)
+}
+
+// handleProcess joins one capture event and appends its updates to ups.
+func (a *Agent) handleProcess(ctx context.Context, now time.Time, it procItem, ups []join.Update) []join.Update {
 	if it.exit != nil {
 		a.events.WithLabelValues("exit").Inc()
-		a.emit(ctx, now, a.joiner.AddExit(now, *it.exit))
-		return
+		return append(ups, a.joiner.AddExit(now, *it.exit)...)
 	}
 	if ev := it.exec; ev.Kind == capture.KindExec {
 		a.events.WithLabelValues("exec").Inc()
@@ -309,8 +330,9 @@ func (a *Agent) handleProcess(ctx context.Context, it procItem) {
 			}
 			a.labels.set(&info)
 		}
-		a.emit(ctx, now, a.joiner.AddProcess(now, join.ProcessOf(ev, info.Namespace, info.Pod, info.Container, info.PodUID)))
+		return append(ups, a.joiner.AddProcess(now, join.ProcessOf(ev, info.Namespace, info.Pod, info.Container, info.PodUID))...)
 	}
+	return ups
 }
 
 func (a *Agent) handleAudit(ctx context.Context, b auditBatch) {
@@ -362,6 +384,7 @@ func (a *Agent) emit(ctx context.Context, since time.Time, ups []join.Update) {
 		return
 	}
 	var b store.Batch
+	b.Processes = make([]join.Process, 0, len(ups))
 	for _, u := range ups {
 		if u.Session != nil {
 			b.Sessions = append(b.Sessions, *u.Session)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/capture"
-	"github.com/execid/correlator/pkg/store"
 	"github.com/execid/correlator/pkg/store/sqlite"
 )
 
@@ -75,7 +74,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		w := store.NewWriter(st, runMaxBatch, runMaxDelay, store.WithCommitWhenIdle())
+		w := NewStoreWriter(st)
 		a, err := New(Default(), nil, w, zerolog.Nop(), nil)
 		if err != nil {
 			b.Fatal(err)

@@ -27,12 +27,6 @@ import (
 	"github.com/execid/correlator/pkg/vocab"
 )
 
-// Production settings of the store writer, as `correlator run` uses them
-// (with group commit).
-const (
-	runMaxBatch = 1000
-	runMaxDelay = 200 * time.Millisecond
-)
 
 // commitClock records when each session's first attributed process was
 // committed, from the writer's commit hook.
@@ -83,7 +77,7 @@ func newBenchPipeline(b *testing.B, opts ...store.WriterOption) *benchPipeline {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := store.NewWriter(st, runMaxBatch, runMaxDelay, append(opts, store.WithCommitWhenIdle())...)
+	w := NewStoreWriter(st, opts...)
 	cfg := Default()
 	a, err := New(cfg, staticMeta{ctr: {ContainerID: ctr, Namespace: "shop", Pod: "web-0", Container: "app"}}, w, zerolog.Nop(), nil)
 	if err != nil {
@@ -180,7 +174,7 @@ func BenchmarkJoinLatency(b *testing.B) {
 				}
 			}
 			// Let the first sides settle (and be stored) before timing.
-			time.Sleep(2 * runMaxDelay)
+			time.Sleep(400 * time.Millisecond)
 			p.w.Flush(ctx)
 			arrival := make([]time.Time, b.N)
 			tick := time.NewTicker(time.Millisecond)

@@ -106,7 +106,7 @@ func BenchmarkExecFlood(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer st.Close()
-			w := store.NewWriter(st, runMaxBatch, runMaxDelay, store.WithCommitWhenIdle())
+			w := NewStoreWriter(st)
 			defer w.Close()
 			cfg := Default()
 			a, err := New(cfg, staticMeta{}, w, zerolog.Nop(), nil)

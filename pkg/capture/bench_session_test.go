@@ -132,6 +132,8 @@ func BenchmarkAgentCPU(b *testing.B) {
 	// The rate matters: a commit's and a wakeup's cost are shared by the
 	// execs that came in meanwhile, so fewer execs a second cost each more.
 	b.ReportMetric(want/wall.Seconds(), "execs/s")
+	m := side.metrics(b)
+	b.ReportMetric((m[rowsCommitted]-m0[rowsCommitted])/want, "rows/exec")
 	b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "agent-%cpu")
 }
 

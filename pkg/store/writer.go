@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/execid/correlator/pkg/join"
 )
 
 // BatchWriter commits a batch; every Backend is one.
@@ -36,6 +38,7 @@ type Writer struct {
 	onCommit   func(Batch, error)
 	idleCommit bool
 	minGap     time.Duration // idle commits at most this often
+	durableGap time.Duration // ... or this often while a durable Add waits
 	backoff    *backoff.ExponentialBackOff
 
 	mu     sync.RWMutex // write-held only to close
@@ -90,6 +93,15 @@ func WithCommitWhenIdle() WriterOption {
 // several times what they cost together. A row then waits at most gap.
 func WithMinCommitGap(gap time.Duration) WriterOption {
 	return func(w *Writer) { w.minGap = gap }
+}
+
+// WithDurableGap lets a batch that holds a durable Add (AddDurable: a
+// sender waits for it to be on disk) commit when gap has passed since the
+// last commit, and at most gap after the Add, whatever WithMinCommitGap
+// and maxDelay say: plain rows can then wait longer, sharing a commit's
+// cost among more of them, without slowing an acknowledgement.
+func WithDurableGap(gap time.Duration) WriterOption {
+	return func(w *Writer) { w.durableGap = gap }
 }
 
 // WithRetry sets the backoff between attempts while commits fail: from
@@ -256,12 +268,19 @@ func (w *Writer) loop() {
 			}
 			p.add(it.b)
 			if it.done != nil {
+				if len(p.waiters) == 0 && w.durableGap > 0 {
+					timer.Reset(w.durableGap) // a durable row waits no longer than this
+				}
 				p.waiters = append(p.waiters, it.done)
 			}
 			switch {
 			case p.rows >= w.maxBatch:
 			case w.idleCommit && len(w.in) == 0:
-				if wait := w.minGap - time.Since(last); wait > 0 {
+				gap := w.minGap
+				if len(p.waiters) > 0 && w.durableGap > 0 {
+					gap = w.durableGap
+				}
+				if wait := gap - time.Since(last); wait > 0 {
 					timer.Reset(min(wait, w.maxDelay))
 					continue
 				}
@@ -323,7 +342,7 @@ func (w *Writer) commit(p *pending) {
 		}
 		w.retry.Reset(w.backoff.NextBackOff())
 	} else {
-		*p = pending{}
+		p.reset()
 		w.batches.Add(1)
 		w.rows.Add(n)
 		w.health.Store(nil)
@@ -386,3 +405,19 @@ func (p *pending) add(b Batch) {
 }
 
 func (p *pending) batch() Batch { return p.b }
+
+// reset empties p after a commit. The batch's slices went to the store
+// (and the commit hook, which may keep them), so new ones are made, sized
+// as the last; the key maps are the writer's own and are kept.
+func (p *pending) reset() {
+	last := p.b
+	clear(p.sessions)
+	clear(p.procs)
+	*p = pending{sessions: p.sessions, procs: p.procs}
+	if n := len(last.Processes); n > 0 {
+		p.b.Processes = make([]join.Process, 0, n)
+	}
+	if n := len(last.Sessions); n > 0 {
+		p.b.Sessions = make([]join.Session, 0, n)
+	}
+}

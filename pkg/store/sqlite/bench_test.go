@@ -263,3 +263,58 @@ func BenchmarkWriterInsert(b *testing.B) {
 	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
 	b.ReportMetric(float64(perOp)/(b.Elapsed().Seconds()/float64(b.N)), "processes/s")
 }
+
+// BenchmarkProcessWrite is the agent's write path for a session's
+// processes, as `correlator run` batches them: rows of an in-session exec
+// of /bin/true (attributed, exited), 150 a transaction (the rate of 1,500
+// execs/s at the writer's 100 ms commit gap), into a store that holds
+// STORE_BENCH_PREFILL processes already (100,000). One op is one process.
+func BenchmarkProcessWrite(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "write.db"), Config{}, zerolog.Nop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ss := benchSession(1, t0, time.Hour, 1)
+	mk := func(i int) join.Process {
+		p := process(fmt.Sprintf("%d-%d", 1000+i%4000000, 5000+i), ss.AuditID, 0)
+		p.Namespace, p.Pod, p.Container = ss.Namespace, ss.Pod, "app"
+		p.ContainerID, p.PodUID = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "6f1c1a0e-0d0b-4c57-9b55-0a3c2d1e4f5a"
+		p.PID, p.PPID, p.Filename, p.Argv = uint32(1000+i), 999, "/bin/true", []string{"/bin/true"}
+		p.Attribution, p.Source, p.SessionRootID, p.ParentProcessID = vocab.AttributionInherited, vocab.SourceInherited, "999-1", "999-1"
+		p.Start = t0.Add(time.Duration(i) * time.Millisecond)
+		p.ExecTime, p.Exit, p.ExitCode = p.Start, p.Start.Add(time.Millisecond), ptr(0)
+		return p
+	}
+	prefill := 100_000
+	if v := os.Getenv("STORE_BENCH_PREFILL"); v != "" {
+		if prefill, err = strconv.Atoi(v); err != nil {
+			b.Fatalf("STORE_BENCH_PREFILL=%q: %v", v, err)
+		}
+	}
+	const perTx = 150
+	next := 0
+	write := func(n int) {
+		batch := store.Batch{Processes: make([]join.Process, 0, perTx)}
+		for range n {
+			batch.Processes = append(batch.Processes, mk(next))
+			next++
+		}
+		if err := s.Write(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Write(ctx, store.Batch{Sessions: []join.Session{ss}}); err != nil {
+		b.Fatal(err)
+	}
+	for next < prefill {
+		write(min(5000, prefill-next))
+	}
+	b.ResetTimer()
+	for done := 0; done < b.N; done += perTx {
+		write(min(perTx, b.N-done))
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/process")
+}
