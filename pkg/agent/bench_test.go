@@ -27,7 +27,6 @@ import (
 	"github.com/execid/correlator/pkg/vocab"
 )
 
-
 // commitClock records when each session's first attributed process was
 // committed, from the writer's commit hook.
 type commitClock struct {
