@@ -63,8 +63,14 @@ func sharedLibs(b *testing.B, bins ...string) []string {
 // the container with the key in its environment: a session root whose
 // every child is captured, joined and stored. id is the session's audit ID.
 func (s *sessionBench) run(b *testing.B, id string, n, envBytes int) time.Duration {
+	return s.runAt(b, id, n, envBytes, 0)
+}
+
+// runAt is run paced at rate execs a second (0: as fast as they go).
+func (s *sessionBench) runAt(b *testing.B, id string, n, envBytes, rate int) time.Duration {
+	env := []string{keyEnv(id), "EXECBENCH_RATE=" + strconv.Itoa(rate)}
 	out, err := s.c.Exec(context.Background(),
-		[]string{"/bin/execbench", strconv.Itoa(n), strconv.Itoa(envBytes), "/bin/true", id}, keyEnv(id))
+		[]string{"/bin/execbench", strconv.Itoa(n), strconv.Itoa(envBytes), "/bin/true", id}, env...)
 	if err != nil {
 		b.Fatalf("running execbench in the container: %v: %s", err, out)
 	}
@@ -101,8 +107,10 @@ func BenchmarkSessionExecOverhead(b *testing.B) {
 // run`, from /proc/<pid>/stat) per in-session exec of /bin/true with a
 // 4 KiB environment, counted from the agent being ready until it has taken
 // in every exec and exit and committed a row for each process; with the
-// rate the execs came at and the agent's share of one CPU. One op is one
-// exec. Needs CORRELATOR_BENCH_AGENT.
+// rate the execs came at, the agent's share of one CPU and the rows it
+// committed per exec. The execs come paced at 300 a second, and as fast as
+// the loop goes (rate=max). One op is one exec. Needs
+// CORRELATOR_BENCH_AGENT.
 func BenchmarkAgentCPU(b *testing.B) {
 	testutil.RequireRoot(b)
 	bin := os.Getenv("CORRELATOR_BENCH_AGENT")
@@ -110,31 +118,40 @@ func BenchmarkAgentCPU(b *testing.B) {
 		b.Fatal("BenchmarkAgentCPU measures a whole agent: set CORRELATOR_BENCH_AGENT=path/to/correlator")
 	}
 	s := newSessionBench(b)
-	side := newAgentSide(b, bin)
-	side.attach(b)
-	defer side.detach(b)
-	pid := side.cmd.Process.Pid
-	m0 := side.metrics(b)
-	cpu0 := procCPU(b, pid)
-	start := time.Now()
-	const chunk = 5000
-	for i := 0; i < b.N; i += chunk {
-		s.run(b, testutil.RandomUUID(), min(chunk, b.N-i), 4<<10)
+	for _, rate := range []int{300, 0} {
+		name := "rate=" + strconv.Itoa(rate)
+		if rate == 0 {
+			name = "rate=max"
+		}
+		b.Run(name, func(b *testing.B) {
+			side := newAgentSide(b, bin)
+			side.attach(b)
+			defer side.detach(b)
+			pid := side.cmd.Process.Pid
+			m0 := side.metrics(b)
+			cpu0 := procCPU(b, pid)
+			start := time.Now()
+			const chunk = 5000
+			for i := 0; i < b.N; i += chunk {
+				s.runAt(b, testutil.RandomUUID(), min(chunk, b.N-i), 4<<10, rate)
+			}
+			want := float64(b.N)
+			testutil.Eventually(b, "the agent took in every exec and exit and stored every process", func() bool {
+				m := side.metrics(b)
+				return m[execEvents]-m0[execEvents] >= want && m[exitEvents]-m0[exitEvents] >= want &&
+					m[rowsCommitted]-m0[rowsCommitted] >= want
+			})
+			cpu, wall := procCPU(b, pid)-cpu0, time.Since(start)
+			b.ReportMetric(float64(cpu.Microseconds())/want, "agent-µs/exec")
+			// The rate matters: a commit's and a wakeup's cost are shared by
+			// the execs that came in meanwhile, so fewer execs a second cost
+			// each more.
+			b.ReportMetric(want/wall.Seconds(), "execs/s")
+			b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "agent-%cpu")
+			m := side.metrics(b)
+			b.ReportMetric((m[rowsCommitted]-m0[rowsCommitted])/want, "rows/exec")
+		})
 	}
-	want := float64(b.N)
-	testutil.Eventually(b, "the agent took in every exec and exit and stored every process", func() bool {
-		m := side.metrics(b)
-		return m[execEvents]-m0[execEvents] >= want && m[exitEvents]-m0[exitEvents] >= want &&
-			m[rowsCommitted]-m0[rowsCommitted] >= want
-	})
-	cpu, wall := procCPU(b, pid)-cpu0, time.Since(start)
-	b.ReportMetric(float64(cpu.Microseconds())/want, "agent-µs/exec")
-	// The rate matters: a commit's and a wakeup's cost are shared by the
-	// execs that came in meanwhile, so fewer execs a second cost each more.
-	b.ReportMetric(want/wall.Seconds(), "execs/s")
-	m := side.metrics(b)
-	b.ReportMetric((m[rowsCommitted]-m0[rowsCommitted])/want, "rows/exec")
-	b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "agent-%cpu")
 }
 
 const (

@@ -4,6 +4,8 @@
  * a fixed UUID by default; in an exec session, the session's own). Built
  * by the Go benchmark so the measured loop is exec alone, with no Go
  * runtime converting the environment on every call. Prints total ns.
+ * EXECBENCH_RATE=<n> paces the loop at n execs a second (0: as fast as it
+ * goes).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,10 +37,17 @@ int main(int argc, char **argv)
 	envp[cnt++] = key;
 	envp[cnt] = NULL;
 	char *args[] = {path, "true", NULL};
+	const char *r = getenv("EXECBENCH_RATE");
+	long rate = r ? atol(r) : 0;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (long i = 0; i < n; i++) {
 		int st;
+		if (rate > 0) { /* exec i is due at t0 + i/rate */
+			long long due = (long long)t0.tv_nsec + i * 1000000000LL / rate;
+			struct timespec at = {t0.tv_sec + due / 1000000000LL, due % 1000000000LL};
+			clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL);
+		}
 		pid_t pid = vfork();
 		if (pid == 0) {
 			execve(path, args, envp);
