@@ -128,8 +128,9 @@ type Agent struct {
 
 	auditBytes atomic.Int64 // estimated heap of the queued audit batches
 
-	stats   atomic.Pointer[lossStats] // the run loop's latest snapshot, for scrapes
-	release memoryRelease             // owned by the run loop
+	stats    atomic.Pointer[lossStats] // the run loop's latest snapshot, for scrapes
+	release  memoryRelease             // owned by the run loop
+	sessions sessionCache              // owned by the run loop
 
 	alerter       Alerter
 	outlet        AlertOutlet

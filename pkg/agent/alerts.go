@@ -85,12 +85,36 @@ func (a *Agent) sessionOf(byID map[string]*join.Session, id string) *join.Sessio
 	if s, ok := byID[id]; ok {
 		return s
 	}
-	js, ok := a.joiner.Session(id)
-	if !ok {
-		return nil
+	s := a.sessions.get(a.joiner, id)
+	byID[id] = s
+	return s
+}
+
+// sessionCache keeps what Joiner.Session answered while the joiner's
+// records stay as they were (join.RecordsVersion): every exec of a session
+// is evaluated with its session, which would otherwise be copied from the
+// joiner, record and all, once per exec. Owned by the run loop.
+type sessionCache struct {
+	version uint64
+	byID    map[string]*join.Session // nil: the joiner holds no such session
+}
+
+// maxCachedSessions bounds the cache; past it, it starts again.
+const maxCachedSessions = 4096
+
+func (c *sessionCache) get(j *join.Joiner, id string) *join.Session {
+	if v := j.RecordsVersion(); c.byID == nil || v != c.version || len(c.byID) >= maxCachedSessions {
+		c.version, c.byID = v, make(map[string]*join.Session)
 	}
-	byID[id] = &js
-	return &js
+	if s, ok := c.byID[id]; ok {
+		return s
+	}
+	var s *join.Session
+	if js, ok := j.Session(id); ok {
+		s = &js
+	}
+	c.byID[id] = s
+	return s
 }
 
 // deliver hands alerts to the outlet; a failure is logged and counted, the

@@ -121,19 +121,21 @@ type Joiner struct {
 	cfg Config
 	log zerolog.Logger
 
-	procs    map[string]*proc
-	deps     map[string]map[string]struct{} // processID -> processes whose result reads it
-	ids      map[string]*idState            // captured audit ID -> processes carrying it
-	spoProcs map[string]map[string]struct{} // SPO value -> processes carrying it
-	recs     map[string]*recSet             // audit ID -> its request(s)
-	spo      map[string][]string            // SPO value -> audit IDs annotated with it
-	recsPod  map[string]map[string]struct{} // namespace/pod -> audit IDs
-	rootsPod map[string]map[string]struct{} // namespace/pod -> ID-less exec roots within TTL
-	roots    map[string]map[string]rootInfo // audit ID -> its verified roots, by processID
-	pairs    map[string]*pairing            // audit ID -> its pairing, made on demand
-	heldPod  map[string]int                 // pod and session key -> settled ID-less roots with it as only candidate
-	pending  map[string]struct{}
-	orphans  map[string]Exit // exits that came before their exec
+	procs map[string]*proc
+	deps  map[string]map[string]struct{} // processID -> processes whose result reads it
+	// recsVersion counts changes to recs (RecordsVersion).
+	recsVersion uint64
+	ids         map[string]*idState            // captured audit ID -> processes carrying it
+	spoProcs    map[string]map[string]struct{} // SPO value -> processes carrying it
+	recs        map[string]*recSet             // audit ID -> its request(s)
+	spo         map[string][]string            // SPO value -> audit IDs annotated with it
+	recsPod     map[string]map[string]struct{} // namespace/pod -> audit IDs
+	rootsPod    map[string]map[string]struct{} // namespace/pod -> ID-less exec roots within TTL
+	roots       map[string]map[string]rootInfo // audit ID -> its verified roots, by processID
+	pairs       map[string]*pairing            // audit ID -> its pairing, made on demand
+	heldPod     map[string]int                 // pod and session key -> settled ID-less roots with it as only candidate
+	pending     map[string]struct{}
+	orphans     map[string]Exit // exits that came before their exec
 
 	pendq, procq, exitq, recq queue
 	rootq                     queue     // IDs in j.roots, oldest first

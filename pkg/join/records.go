@@ -87,6 +87,7 @@ func (j *Joiner) storeRecord(now time.Time, rec *auditlog.ExecRecord) bool {
 		rs.recs[i] = c
 	}
 	rs.keyCache = nil
+	j.recsVersion++
 	slices.SortFunc(rs.recs, func(a, b *auditlog.ExecRecord) int {
 		if c := a.RequestReceivedTimestamp.Compare(b.RequestReceivedTimestamp); c != 0 {
 			return c
@@ -254,7 +255,13 @@ func (j *Joiner) dropRecord(id string) {
 	delete(j.recs, id)
 	delete(j.pairs, id)
 	j.forgetRoots(id)
+	j.recsVersion++
 }
+
+// RecordsVersion changes whenever a record is stored, replaced or
+// forgotten: what Session returns for any key is the same while it does
+// not, so a caller may keep Session's answers until it moves.
+func (j *Joiner) RecordsVersion() uint64 { return j.recsVersion }
 
 // ownRecord starts the joiner's copy of r: what the interner shares
 // (holdRecord) is still the caller's until then, the rest is copied.
