@@ -302,9 +302,11 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) (err error) {
 			ag.Process(runCtx, ev)
 		}
 		goRun("capture", func(ctx context.Context) error {
-			return probe.Run(ctx, func(ev capture.Event) {
-				col.Observe(ev)
-				ag.Process(ctx, ev)
+			return probe.RunBatches(ctx, func(evs []capture.Event) {
+				for _, ev := range evs {
+					col.Observe(ev)
+				}
+				ag.ProcessBurst(ctx, evs)
 			}, col.BadFrame)
 		})
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/execid/correlator/pkg/auditlog"
-	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/meta"
 	"github.com/execid/correlator/pkg/store"
@@ -26,7 +25,8 @@ import (
 // Config tunes the pipeline.
 type Config struct {
 	Join join.Config
-	// Queue bounds the events waiting for the joiner. A full queue blocks
+	// Queue bounds the events waiting for the joiner, in places of up to
+	// maxBurst (a single event takes a whole place). A full queue blocks
 	// the ring-buffer reader (the kernel counts what it then drops) and
 	// answers the audit webhook 429, so nothing is lost silently.
 	Queue int
@@ -120,7 +120,7 @@ type Agent struct {
 	merger  *auditlog.Merger
 	meta    Resolver
 	sink    Sink
-	procs   chan procItem // pointers: a full-size buffer would be held even when idle
+	procs   chan []procItem // bursts; pointers: a full-size buffer would be held even when idle
 	audit   chan auditBatch
 	now     func() time.Time
 	events  *prometheus.CounterVec
@@ -155,7 +155,7 @@ func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus
 		merger: auditlog.NewMerger(auditlog.MergerConfig{MaxRecords: cfg.MaxRecords, MaxBytes: cfg.MaxRecordBytes,
 			Size: join.RecordBytes}),
 		meta: res, sink: sink, now: time.Now,
-		procs: make(chan procItem, cfg.Queue), audit: make(chan auditBatch, 64),
+		procs: make(chan []procItem, max(1, cfg.Queue/maxBurst)), audit: make(chan auditBatch, 64),
 		events: f.NewCounterVec(prometheus.CounterOpts{Name: "correlator_agent_events_total",
 			Help: "Events taken into the join, by kind."}, []string{"kind"}),
 		latency: f.NewHistogram(prometheus.HistogramOpts{Name: "correlator_agent_stage_seconds",
@@ -178,32 +178,6 @@ func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus
 		}
 	}
 	return a, nil
-}
-
-// procItem is one queued capture event: an exec as it came, an exit as
-// the join.Exit it becomes, so that a burst of exits (a pod's processes
-// all ending) waits in 48 bytes each, not in whole capture.Events.
-type procItem struct {
-	exec *capture.Event
-	exit *join.Exit
-}
-
-// Process queues a capture event, waiting while the queue is full.
-func (a *Agent) Process(ctx context.Context, ev capture.Event) error {
-	var it procItem
-	if ev.Kind == capture.KindExit {
-		e := join.ExitOf(&ev)
-		it.exit = &e
-	} else {
-		exec := ev // only an exec is copied to the heap
-		it.exec = &exec
-	}
-	select {
-	case a.procs <- it:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // AuditSink accepts audit events from the file tailer and the webhook. It
@@ -260,8 +234,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			for _, rec := range l.recs {
 				a.emit(ctx, now, a.joiner.AddRecord(now, rec))
 			}
-		case ev := <-a.procs:
-			a.handleProcesses(ctx, ev)
+		case items := <-a.procs:
+			a.handleProcesses(ctx, items)
 		case b := <-a.audit:
 			a.handleAudit(ctx, b)
 		case <-tick.C:
@@ -282,8 +256,8 @@ func (a *Agent) drain() {
 	defer cancel()
 	for {
 		select {
-		case ev := <-a.procs:
-			a.handleProcesses(ctx, ev)
+		case items := <-a.procs:
+			a.handleProcesses(ctx, items)
 		case b := <-a.audit:
 			a.handleAudit(ctx, b)
 		default:
@@ -291,49 +265,6 @@ func (a *Agent) drain() {
 			return
 		}
 	}
-}
-
-// maxDrain bounds the capture events joined before their updates are
-// emitted together: one evaluation, one store Add and one session lookup
-// per batch instead of per event, while a burst never delays the first
-// event's row by more than this many joins.
-const maxDrain = 256
-
-// handleProcesses joins first and whatever capture events are queued
-// behind it (up to maxDrain), then emits their updates as one batch.
-func (a *Agent) handleProcesses(ctx context.Context, first procItem) {
-	since := a.now()
-	ups := a.handleProcess(ctx, since, first, nil)
-	for n := 1; n < maxDrain; n++ {
-		select {
-		case it := <-a.procs:
-			ups = a.handleProcess(ctx, a.now(), it, ups)
-		default:
-			n = maxDrain
-		}
-	}
-	a.emit(ctx, since, ups)
-}
-
-// handleProcess joins one capture event and appends its updates to ups.
-func (a *Agent) handleProcess(ctx context.Context, now time.Time, it procItem, ups []join.Update) []join.Update {
-	if it.exit != nil {
-		a.events.WithLabelValues("exit").Inc()
-		return append(ups, a.joiner.AddExit(now, *it.exit)...)
-	}
-	if ev := it.exec; ev.Kind == capture.KindExec {
-		a.events.WithLabelValues("exec").Inc()
-		var info meta.Info
-		if a.meta != nil && (ev.ContainerID != "" || ev.PodUID != "") {
-			var err error
-			if info, _, err = a.meta.Resolve(ctx, ev.ContainerID, ev.PodUID); err != nil {
-				a.log.Debug().Err(err).Str("container", ev.ContainerID).Msg("resolving pod metadata")
-			}
-			a.labels.set(&info)
-		}
-		return append(ups, a.joiner.AddProcess(now, join.ProcessOf(ev, info.Namespace, info.Pod, info.Container, info.PodUID))...)
-	}
-	return ups
 }
 
 func (a *Agent) handleAudit(ctx context.Context, b auditBatch) {

@@ -2,7 +2,6 @@ package capture
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -285,50 +284,6 @@ func (p *Probe) closeLinksLocked() error {
 	return errors.Join(errs...)
 }
 
-// Run reads events until ctx ends or the probe is closed, calling fn for
-// each. Frames that do not decode are logged and counted, never fatal.
-func (p *Probe) Run(ctx context.Context, fn func(Event), onBad func(error)) error {
-	stop := context.AfterFunc(ctx, func() { p.reader.Close() })
-	defer stop()
-	for _, ev := range p.pending {
-		fn(ev)
-	}
-	p.pending = nil
-	for range p.badOld {
-		if onBad != nil {
-			onBad(errors.New("decoding an old build's frame"))
-		}
-	}
-	p.badOld = 0
-	var rec ringbuf.Record
-	for {
-		if time.Since(p.lastBeat) >= heartbeatEvery {
-			p.beat()
-			p.lastBeat = time.Now()
-		}
-		// The kernel wakes us only for a backlog; the deadline collects
-		// the quiet trickle (see Config.FlushInterval).
-		p.reader.SetDeadline(time.Now().Add(p.cfg.FlushInterval))
-		if err := p.reader.ReadInto(&rec); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				continue
-			}
-			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) {
-				return nil
-			}
-			return fmt.Errorf("reading ring buffer: %w", err)
-		}
-		ev, err := p.dec.Decode(rec.RawSample)
-		if err != nil {
-			p.log.Warn().Err(err).Msg("dropping undecodable frame")
-			if onBad != nil {
-				onBad(err)
-			}
-			continue
-		}
-		fn(ev)
-	}
-}
 
 // Close closes the links, the reader and the objects (cancel, wait, links,
 // objects). What is pinned stays: the probes keep running unread, and the
