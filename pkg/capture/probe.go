@@ -284,7 +284,6 @@ func (p *Probe) closeLinksLocked() error {
 	return errors.Join(errs...)
 }
 
-
 // Close closes the links, the reader and the objects (cancel, wait, links,
 // objects). What is pinned stays: the probes keep running unread, and the
 // next agent adopts them. Call Unpin first to stop them for good.
