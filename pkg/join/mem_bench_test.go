@@ -1,0 +1,90 @@
+package join
+
+import (
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execid/correlator/pkg/vocab"
+)
+
+// BenchmarkJoinLiveProcesses holds 100,000 live session processes, 1,000
+// sessions of a root and 99 children as BenchmarkLiveProcesses100k in
+// pkg/agent feeds them, and reports the live heap per process (B/process),
+// then what each structure holds per process: the heap freed by dropping
+// it, in this order, so what two structures share counts for the last.
+// One op is the whole 100k, done once whatever b.N is.
+func BenchmarkJoinLiveProcesses(b *testing.B) {
+	const sessions, perSession = 1000, 100
+	base := liveHeap()
+	j := newJoiner(b)
+	for s := range sessions {
+		id := "0b5e1c8a-0000-4000-8000-" + strconv.Itoa(100_000_000_000+s)
+		j.AddRecord(t0, xr(id))
+		for c := range perSession {
+			// Every ID a fresh string, as the kernel's decoder makes them.
+			p := pr(procKey(s*perSession+c), procKey(90), id, vocab.SourceInherited)
+			p.Captured.Value = strings.Clone(id)
+			p.Filename, p.Argv = strings.Clone("/bin/sleep"), []string{strings.Clone("sleep"), strings.Clone("infinity")}
+			p.SessionRootID = procKey(s * perSession)
+			if c == 0 {
+				p.Captured.Source, p.Filename, p.Argv = vocab.SourceEnv, strings.Clone("/bin/sh"), []string{strings.Clone("sh")}
+			} else {
+				p.ParentProcessID = procKey(s * perSession)
+			}
+			j.AddProcess(t0.Add(time.Second), p)
+		}
+	}
+	if st := j.Stats(); st.Processes != sessions*perSession || st.Pending != 0 {
+		b.Fatalf("holding %d processes, %d pending", st.Processes, st.Pending)
+	}
+	const n = sessions * perSession
+	held := liveHeap()
+	b.ReportMetric(float64(held-base)/n, "B/process")
+	b.ReportMetric(float64(j.Stats().ProcessBytes)/n, "estimated-B/process")
+	var kept []*proc
+	steps := []struct {
+		unit string
+		drop func()
+	}{
+		{"queues-B/process", func() { j.procq, j.pendq, j.exitq = queue{}, queue{}, queue{} }},
+		{"deps-B/process", func() { j.deps = nil }},
+		{"ids-B/process", func() { j.ids = nil }},
+		{"members-B/process", func() {
+			for _, rs := range j.recs {
+				rs.members = nil
+			}
+		}},
+		{"procs-map-B/process", func() {
+			kept = make([]*proc, 0, len(j.procs))
+			for _, p := range j.procs {
+				kept = append(kept, p)
+			}
+			j.procs = nil
+			held += int64(8 * cap(kept)) // kept's own array is no process's
+		}},
+		{"procs-B/process", func() { held, kept = held-int64(8*cap(kept)), nil }},
+		{"rest-B/process", func() { j = nil }},
+	}
+	for _, s := range steps {
+		s.drop()
+		now := liveHeap()
+		b.ReportMetric(float64(held-now)/n, s.unit)
+		held = now
+	}
+}
+
+// procKey is a process ID as capture.ProcessKey makes it, freshly allocated.
+func procKey(i int) string {
+	return strconv.Itoa(1000+i) + "-" + strconv.Itoa(5_000_000+i)
+}
+
+// liveHeap is the heap in use after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
