@@ -114,11 +114,11 @@ func (j *Joiner) sizeProc(p *proc) {
 // evictProcesses enforces MaxProcesses and MaxProcessBytes, oldest first.
 func (j *Joiner) evictProcesses() {
 	for len(j.procs) > j.cfg.MaxProcesses || j.procsBytes() > j.cfg.MaxProcessBytes {
-		e, ok := j.procq.peek()
+		e, ok := j.procq.peek(evictHead)
 		if !ok {
 			return
 		}
-		j.procq.pop()
+		j.procq.pop(evictHead)
 		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
 			j.stats.EvictedProcesses++
 			j.removeProc(p)

@@ -119,8 +119,8 @@ func bump(m map[string]int, k string, d int) bool {
 func (j *Joiner) Expire(now time.Time) []Update {
 	ttl := j.cfg.PendingTTL
 	due := qtime(now.Add(-ttl)) // entries at or before due are past the TTL
-	for e, ok := j.pendq.peek(); ok && e.t <= due; e, ok = j.pendq.peek() {
-		j.pendq.pop()
+	for e, ok := j.procq.peek(pendHead); ok && e.t <= due; e, ok = j.procq.peek(pendHead) {
+		j.procq.pop(pendHead)
 		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
 			if _, pending := j.pending[e.id]; pending {
 				j.stats.Expired++
@@ -171,8 +171,8 @@ func (j *Joiner) expire(p *proc) {
 
 // expireOldest makes room in the pending set by ending the oldest wait.
 func (j *Joiner) expireOldest() {
-	for e, ok := j.pendq.peek(); ok; e, ok = j.pendq.peek() {
-		j.pendq.pop()
+	for e, ok := j.procq.peek(pendHead); ok; e, ok = j.procq.peek(pendHead) {
+		j.procq.pop(pendHead)
 		p := j.procs[e.id]
 		if p == nil || p.seq != e.seq || p.expired {
 			continue
@@ -234,7 +234,6 @@ func (j *Joiner) removeProc(p *proc) {
 func (j *Joiner) compactQueues() {
 	heldProc := func(e qent) bool { p := j.procs[e.id]; return p != nil && p.seq == e.seq }
 	j.procq.compact(len(j.procs), heldProc)
-	j.pendq.compact(len(j.procs), func(e qent) bool { return heldProc(e) && !j.procs[e.id].expired })
 	j.exitq.compact(len(j.procs), heldProc)
 	heldRec := func(e qent) bool { rs := j.recs[e.id]; return rs != nil && rs.seq == e.seq }
 	j.recq.compact(len(j.recs), heldRec)

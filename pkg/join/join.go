@@ -135,14 +135,15 @@ type Joiner struct {
 	pending  map[string]struct{}
 	orphans  map[string]Exit // exits that came before their exec
 
-	pendq, procq, exitq, recq queue
-	rootq                     queue     // IDs in j.roots, oldest first
-	windowq                   deadlines // ID-less roots waiting for their window to close
-	now                       time.Time // the latest time the joiner was given
-	rootCount                 int       // roots in j.roots
-	deniedq                   queue     // refused records, oldest first
-	seq                       uint64
-	stats                     Stats
+	procq       procQueue // held processes, oldest first: evictHead and pendHead
+	exitq, recq queue
+	rootq       queue     // IDs in j.roots, oldest first
+	windowq     deadlines // ID-less roots waiting for their window to close
+	now         time.Time // the latest time the joiner was given
+	rootCount   int       // roots in j.roots
+	deniedq     queue     // refused records, oldest first
+	seq         uint64
+	stats       Stats
 
 	intern    *interner
 	shares    *shares   // what held processes repeat, charged to processes
@@ -204,7 +205,6 @@ func (j *Joiner) AddProcess(now time.Time, in Process) []Update {
 		p = &proc{in: j.own(&in), seq: j.seq, res: noResult}
 		j.procs[in.ProcessID] = p
 		j.procq.push(in.ProcessID, j.seq, now)
-		j.pendq.push(in.ProcessID, j.seq, now)
 		if e, ok := j.orphans[in.ProcessID]; ok {
 			delete(j.orphans, in.ProcessID)
 			p.setExit(e)

@@ -49,7 +49,7 @@ func BenchmarkJoinLiveProcesses(b *testing.B) {
 		unit string
 		drop func()
 	}{
-		{"queues-B/process", func() { j.procq, j.pendq, j.exitq = queue{}, queue{}, queue{} }},
+		{"queues-B/process", func() { j.procq, j.exitq = procQueue{}, queue{} }},
 		{"deps-B/process", func() { j.deps = nil }},
 		{"ids-B/process", func() { j.ids = nil }},
 		{"members-B/process", func() {

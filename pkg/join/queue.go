@@ -113,3 +113,72 @@ func (d *deadlines) pop() qent {
 	}
 	return top
 }
+
+// procQueue is the processes in arrival order, read by two cursors: the
+// process bounds evict from one (evictHead), the pending TTL expires from
+// the other (pendHead). They read the same entries in the same order, so
+// one entry a process serves both.
+type procQueue struct {
+	items []qent
+	heads [2]int
+}
+
+const (
+	evictHead = iota
+	pendHead
+)
+
+func (q *procQueue) push(id string, seq uint64, t time.Time) {
+	q.items = append(q.items, qent{id: id, seq: seq, t: qtime(t)})
+}
+
+// size is the number of entries either cursor has yet to read.
+func (q *procQueue) size() int { return len(q.items) - min(q.heads[0], q.heads[1]) }
+
+func (q *procQueue) peek(h int) (qent, bool) {
+	if q.heads[h] >= len(q.items) {
+		return qent{}, false
+	}
+	return q.items[q.heads[h]], true
+}
+
+func (q *procQueue) pop(h int) {
+	i := q.heads[h]
+	q.heads[h]++
+	if q.heads[1-h] > i {
+		q.items[i] = qent{} // both cursors are past it
+	}
+	// Drop the dead prefix once it dominates.
+	if lo := min(q.heads[0], q.heads[1]); lo > 1024 && lo > len(q.items)/2 {
+		q.items = append([]qent(nil), q.items[lo:]...)
+		q.heads[0] -= lo
+		q.heads[1] -= lo
+	}
+}
+
+// compact drops entries keep refuses once the stale ones outnumber live
+// ones; each cursor keeps its place among the entries kept.
+func (q *procQueue) compact(live int, keep func(qent) bool) {
+	if q.size() <= 2*live+1024 {
+		return
+	}
+	lo := min(q.heads[0], q.heads[1])
+	kept := make([]qent, 0, live)
+	heads := q.heads
+	for i, e := range q.items[lo:] {
+		for h := range heads {
+			if lo+i == q.heads[h] {
+				heads[h] = len(kept)
+			}
+		}
+		if keep(e) {
+			kept = append(kept, e)
+		}
+	}
+	for h := range heads {
+		if q.heads[h] >= len(q.items) {
+			heads[h] = len(kept)
+		}
+	}
+	q.items, q.heads = kept, heads
+}
