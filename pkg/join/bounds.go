@@ -87,21 +87,28 @@ const maxSpares = 64
 // pkg/agent).
 const procFixedBytes = 224 + 224
 
+// procRareBytes and timeBytes are a procRare's heap and a time.Time's.
+const (
+	procRareBytes = 80
+	timeBytes     = 32
+)
+
 // procBytes estimates what p holds, less what it shares (j.shares,
-// j.results, j.argv: they charge themselves).
+// j.results, j.images: they charge themselves).
 func procBytes(p *proc) int {
 	in := &p.in
-	n := procFixedBytes + len(in.ProcessID) + len(in.ParentProcessID) + len(in.Filename) + len(in.SessionRootID)
-	if keyLen(in.Argv...) > internMaxLen {
-		n += listBytes(in.Argv) // not shared (j.argv)
-	}
+	n := procFixedBytes + len(in.ProcessID) + len(in.ParentProcessID) + len(in.SessionRootID)
+	n += in.ownBytes() // an image too long to share (j.images)
 	if p.exit != nil {
 		n += 32 + 32 // exitInfo, and its exitq entry
 	}
-	if p.first != nil {
-		n += listBytes(p.first)
+	if p.rare != nil {
+		n += procRareBytes + listBytes(p.rare.first) + len(p.rare.held)
 	}
-	return n + len(p.held)
+	if in.exec != nil {
+		n += timeBytes // a re-exec's ExecTime
+	}
+	return n
 }
 
 // sizeProc re-estimates p after it changed.

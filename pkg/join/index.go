@@ -225,7 +225,7 @@ func (j *Joiner) removeProc(p *proc) {
 	j.procBytes -= int(p.size)
 	j.disown(&p.in)
 	j.results.release(p.res)
-	if p.parent != nil {
+	if p.parent.res != nil {
 		j.results.release(p.parent.res)
 	}
 }

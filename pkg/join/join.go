@@ -146,12 +146,12 @@ type Joiner struct {
 	stats       Stats
 
 	intern    *interner
-	shares    *shares   // what held processes repeat, charged to processes
-	results   *results  // the processes' results, likewise
-	argv      *interner // the processes' argv, likewise
-	recBytes  int       // estimated heap of held records, less what intern holds
-	procBytes int       // estimated heap of held processes, less what they share
-	denied    int       // held records whose every request was refused
+	shares    *shares  // what held processes repeat, charged to processes
+	results   *results // the processes' results, likewise
+	images    *images  // the processes' images, likewise
+	recBytes  int      // estimated heap of held records, less what intern holds
+	procBytes int      // estimated heap of held processes, less what they share
+	denied    int      // held records whose every request was refused
 
 	peaks [9]int // high-water marks of the maps shrinkMaps tends
 
@@ -185,7 +185,7 @@ func New(cfg Config, log zerolog.Logger) (*Joiner, error) {
 		intern:     newInterner(),
 		shares:     newShares(),
 		results:    newResults(),
-		argv:       newInterner(),
+		images:     newImages(),
 		queued:     map[string]struct{}{},
 		dirtyProcs: map[string]struct{}{},
 		dirtySess:  map[string]struct{}{},
@@ -312,7 +312,7 @@ func (j *Joiner) Session(key string) (Session, bool) {
 
 // procsBytes estimates the heap the processes hold, shared values included.
 func (j *Joiner) procsBytes() int {
-	return j.procBytes + j.shares.bytes + j.results.bytes + j.argv.bytes
+	return j.procBytes + j.shares.bytes + j.results.bytes + j.images.bytes
 }
 
 // enqueue schedules a process for re-resolution in the current settle.

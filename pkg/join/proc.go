@@ -9,9 +9,28 @@ import (
 	"github.com/execid/correlator/pkg/vocab"
 )
 
-// proc is one process held by the joiner.
+// proc is one process held by the joiner. A node may hold hundreds of
+// thousands: what only some processes need is in rare.
 type proc struct {
-	in procInfo
+	in   procInfo
+	seq  uint64
+	exit *exitInfo     // nil while running
+	res  *sharedResult // never nil; never written to
+	rare *procRare     // nil until a re-exec or a heuristic hold needs it
+	// parent is the parent as last seen (res nil: never seen), so a child
+	// keeps what it inherited after the parent leaves memory.
+	parent  parentView
+	size    int32 // estimated heap, for MaxProcessBytes
+	expired bool  // the pending TTL ran out
+	rootPod bool  // indexed in rootsPod under podKey(in.Namespace, in.Pod)
+	// uncovered: flagged uncovered_exec once, and counted then.
+	uncovered bool
+	// awaiting: p is in windowq, to be resolved when its window closes.
+	awaiting bool
+}
+
+// procRare is what few processes hold.
+type procRare struct {
 	// first is the argv of the process's first exec, the one the runtime
 	// made for an exec root, once a later exec replaced in.Argv; until then
 	// it is nil and in.Argv is the first. The heuristic scores it.
@@ -19,22 +38,33 @@ type proc struct {
 	firstAt time.Time
 	// firstOrigin is who exec'd the first image (with first).
 	firstOrigin capture.Origin
-	seq         uint64
-	exit        *exitInfo     // nil while running
-	res         *sharedResult // never nil; never written to
-	size        int32         // estimated heap, for MaxProcessBytes
-	expired     bool          // the pending TTL ran out
-	rootPod     bool          // indexed in rootsPod under podKey(in.Namespace, in.Pod)
-	// uncovered: flagged uncovered_exec once, and counted then.
-	uncovered bool
 	// held is the pod and session key that is this settled ID-less root's
 	// only heuristic candidate: no other ID-less root of the pod may have it.
 	held string
-	// awaiting: p is in windowq, to be resolved when its window closes.
-	awaiting bool
-	// parent is the parent as last seen, so a child keeps what it inherited
-	// after the parent leaves memory.
-	parent *parentView
+}
+
+// rareFields returns p.rare, made on first use.
+func (p *proc) rareFields() *procRare {
+	if p.rare == nil {
+		p.rare = &procRare{}
+	}
+	return p.rare
+}
+
+// first is p.rare.first, nil without one.
+func (p *proc) first() []string {
+	if p.rare == nil {
+		return nil
+	}
+	return p.rare.first
+}
+
+// held is p.rare.held, "" without one.
+func (p *proc) held() string {
+	if p.rare == nil {
+		return ""
+	}
+	return p.rare.held
 }
 
 type exitInfo struct {
@@ -45,18 +75,34 @@ type exitInfo struct {
 // procInfo is the joiner's copy of a Process's inputs, with the same field
 // names. What a container's or a session's processes all repeat (pod
 // identity, the audit ID key's evidence, the SPO key) is in one shared
-// procShared: a held process costs a fraction of a Process.
+// procShared, the image in one procImage: a held process costs a fraction
+// of a Process.
 type procInfo struct {
 	ProcessID       string
-	ParentProcessID string
-	SessionRootID   string
-	Filename        string
-	Argv            []string // shared (j.argv) or the joiner's own; never written to
-	Start, ExecTime time.Time
+	ParentProcessID string // the parent's own ProcessID string when it is held
+	SessionRootID   string // likewise the root's
+	Start           time.Time
+	exec            *time.Time // ExecTime; nil when it is Start, as it is but for a re-exec
 	PID, PPID, UID  uint32
-	ArgvTruncated   bool
-	ExecOrigin      capture.Origin
+	*procImage      // never nil; never written to
 	*procShared     // never nil; never written to
+}
+
+// ExecTime is when this image was exec'd.
+func (in *procInfo) ExecTime() time.Time {
+	if in.exec != nil {
+		return *in.exec
+	}
+	return in.Start
+}
+
+// setStart moves Start, keeping ExecTime.
+func (in *procInfo) setStart(t time.Time) {
+	if in.exec == nil && t != in.Start {
+		e := in.Start
+		in.exec = &e
+	}
+	in.Start = t
 }
 
 // parentView holds a reference to the parent's shared result (released
@@ -92,41 +138,50 @@ func (r *result) flag(f string) {
 	}
 }
 
-// own makes the joiner's copy of in: argv and the repeated fields are
-// shared (j.argv, j.shares), so nothing aliases the caller's slices.
+// own makes the joiner's copy of in: the image and the repeated fields are
+// shared (j.images, j.shares), so nothing aliases the caller's slices.
 func (j *Joiner) own(in *Process) procInfo {
-	argv := in.Argv
-	j.argv.list(&argv)
-	return procInfo{
-		ProcessID: in.ProcessID, ParentProcessID: in.ParentProcessID, SessionRootID: in.SessionRootID,
-		Filename: in.Filename, Argv: argv, ArgvTruncated: in.ArgvTruncated, ExecOrigin: in.ExecOrigin,
-		Start: in.Start, ExecTime: in.ExecTime, PID: in.PID, PPID: in.PPID, UID: in.UID,
+	info := procInfo{
+		ProcessID: in.ProcessID, ParentProcessID: j.sameID(in.ParentProcessID), SessionRootID: j.sameID(in.SessionRootID),
+		Start: in.Start, PID: in.PID, PPID: in.PPID, UID: in.UID,
+		procImage: j.images.acquire(in),
 		procShared: j.shares.acquire(&sharedFields{ContainerID: in.ContainerID, PodUID: in.PodUID,
 			Namespace: in.Namespace, Pod: in.Pod, Container: in.Container, Captured: in.Captured, SPO: in.SPO, Bridge: in.Bridge}),
 	}
+	if in.ExecTime != in.Start {
+		e := in.ExecTime
+		info.exec = &e
+	}
+	return info
+}
+
+// sameID returns id as the held process of that ID spells it, so that a
+// hundred children name their parent with one string, not a hundred.
+func (j *Joiner) sameID(id string) string {
+	if p := j.procs[id]; p != nil {
+		return p.in.ProcessID
+	}
+	return id
 }
 
 // disown undoes own: in's shared values lose a user.
 func (j *Joiner) disown(in *procInfo) {
-	if len(in.Argv) > 0 {
-		j.argv.key('l', in.Argv...)
-		j.argv.release()
-	}
+	j.images.release(in.procImage)
 	j.shares.release(in.procShared)
 }
 
 // firstImage returns the argv of p's first exec, without an env prefix.
 func (p *proc) firstImage() []string {
-	if p.first != nil {
-		return p.first
+	if first := p.first(); first != nil {
+		return first
 	}
 	return stripEnvPrefix(p.in.Argv)
 }
 
 // origin is who exec'd p's first image.
 func (p *proc) origin() capture.Origin {
-	if p.first != nil {
-		return p.firstOrigin
+	if p.first() != nil {
+		return p.rare.firstOrigin
 	}
 	return p.in.ExecOrigin
 }
@@ -137,7 +192,7 @@ func (p *proc) runtimeExec() bool { return p.origin().Verified() }
 
 // firstFilename is the file p's first exec ran, where known.
 func (p *proc) firstFilename() string {
-	if p.first != nil {
+	if p.first() != nil {
 		return ""
 	}
 	return p.in.Filename
@@ -145,11 +200,12 @@ func (p *proc) firstFilename() string {
 
 // noteFirst keeps the first exec's argv as in and p's images merge.
 func (p *proc) noteFirst(in *Process) {
-	if p.first == nil {
-		p.first, p.firstAt, p.firstOrigin = slices.Clone(stripEnvPrefix(p.in.Argv)), p.in.ExecTime, p.in.ExecOrigin
+	r := p.rareFields()
+	if r.first == nil {
+		r.first, r.firstAt, r.firstOrigin = slices.Clone(stripEnvPrefix(p.in.Argv)), p.in.ExecTime(), p.in.ExecOrigin
 	}
-	if in.ExecTime.Before(p.firstAt) || (in.ExecTime.Equal(p.firstAt) && slices.Compare(stripEnvPrefix(in.Argv), p.first) < 0) {
-		p.first, p.firstAt, p.firstOrigin = slices.Clone(stripEnvPrefix(in.Argv)), in.ExecTime, in.ExecOrigin
+	if in.ExecTime.Before(r.firstAt) || (in.ExecTime.Equal(r.firstAt) && slices.Compare(stripEnvPrefix(in.Argv), r.first) < 0) {
+		r.first, r.firstAt, r.firstOrigin = slices.Clone(stripEnvPrefix(in.Argv)), in.ExecTime, in.ExecOrigin
 	}
 }
 
@@ -171,7 +227,7 @@ func (j *Joiner) merge(p *proc, in *Process) {
 	// noteFirst has run: p.origin() is the first image's, held or not.
 	broot := sameRootID(&p.in.Bridge, &in.Bridge) || sameRootID(&in.Bridge, &p.in.Bridge) ||
 		(p.origin() == capture.OriginContainerInit && (sameInitID(&p.in.Bridge, &in.Bridge) || sameInitID(&in.Bridge, &p.in.Bridge)))
-	if in.ExecTime.After(p.in.ExecTime) || (in.ExecTime.Equal(p.in.ExecTime) && lessExec(in, &p.in)) {
+	if held := p.in.ExecTime(); in.ExecTime.After(held) || (in.ExecTime.Equal(held) && lessExec(in, &p.in)) {
 		next := *in
 		if root {
 			next.Captured.Source = vocab.SourceEnv
@@ -185,7 +241,7 @@ func (j *Joiner) merge(p *proc, in *Process) {
 		j.disown(&old)
 		return
 	}
-	p.in.Start = start
+	p.in.setStart(start)
 	if (root && p.in.Captured.Source != vocab.SourceEnv) || (broot && p.in.Bridge.Source != vocab.SourceEnv) {
 		f := p.in.sharedFields
 		if root {
@@ -241,7 +297,7 @@ func (p *proc) startTime() time.Time {
 	if !p.in.Start.IsZero() {
 		return p.in.Start
 	}
-	return p.in.ExecTime
+	return p.in.ExecTime()
 }
 
 // captureFlags returns the capture flags of both keys, sorted and unique.
@@ -263,7 +319,7 @@ func (p *proc) output() Process {
 			PID: in.PID, PPID: in.PPID, UID: in.UID, Filename: in.Filename, Argv: slices.Clone(in.Argv),
 			ArgvTruncated: in.ArgvTruncated, ContainerID: in.ContainerID, PodUID: in.PodUID,
 			SessionRootID: in.SessionRootID},
-		Namespace: in.Namespace, Pod: in.Pod, Container: in.Container, Start: in.Start, ExecTime: in.ExecTime,
+		Namespace: in.Namespace, Pod: in.Pod, Container: in.Container, Start: in.Start, ExecTime: in.ExecTime(),
 		Source: in.Captured.Source, SPOExecRequestUID: in.SPO.Value,
 		Attribution: p.res.attr, AuditID: p.res.auditID, Confidence: p.res.confidence,
 		Candidates: slices.Clone(p.res.candidates), ClaimedAuditID: in.Captured.Claimed,

@@ -289,8 +289,8 @@ func (j *Joiner) vouched(p *proc, id string) bool {
 // memory since: forgetting an exited parent must not change the child.
 func (j *Joiner) parentOf(p *proc) *parentView {
 	if par := j.procs[p.in.ParentProcessID]; par != nil && par != p {
-		if p.parent == nil {
-			p.parent = &parentView{res: noResult}
+		if p.parent.res == nil {
+			p.parent.res = noResult
 		}
 		if p.parent.res != par.res {
 			j.results.retain(par.res)
@@ -299,7 +299,10 @@ func (j *Joiner) parentOf(p *proc) *parentView {
 		}
 		p.parent.containerID = par.in.ContainerID
 	}
-	return p.parent
+	if p.parent.res == nil {
+		return nil
+	}
+	return &p.parent
 }
 
 // fallback handles a process with no usable ID: a descendant inherits its
@@ -342,7 +345,7 @@ func (j *Joiner) track(p *proc, res result) {
 		pk = podKey(p.in.Namespace, p.in.Pod)
 	}
 	j.setRoot(p, pk)
-	if !res.execRoot && p.held != "" {
+	if !res.execRoot && p.held() != "" {
 		// No longer an exec root (its parent came): it holds nothing.
 		j.setHeld(p, podKey(p.in.Namespace, p.in.Pod), nil, false)
 	}
