@@ -122,9 +122,9 @@ type Joiner struct {
 	log zerolog.Logger
 
 	procs    map[string]*proc
-	deps     map[string]map[string]struct{} // processID -> processes whose result reads it
+	deps     map[string]map[*proc]struct{}  // processID -> processes whose result reads it
 	ids      map[string]*idState            // captured audit ID -> processes carrying it
-	spoProcs map[string]map[string]struct{} // SPO value -> processes carrying it
+	spoProcs map[string]map[*proc]struct{}  // SPO value -> processes carrying it
 	recs     map[string]*recSet             // audit ID -> its request(s)
 	spo      map[string][]string            // SPO value -> audit IDs annotated with it
 	recsPod  map[string]map[string]struct{} // namespace/pod -> audit IDs
@@ -170,9 +170,9 @@ func New(cfg Config, log zerolog.Logger) (*Joiner, error) {
 		cfg:        cfg,
 		log:        log.With().Str("component", "join").Logger(),
 		procs:      map[string]*proc{},
-		deps:       map[string]map[string]struct{}{},
+		deps:       map[string]map[*proc]struct{}{},
 		ids:        map[string]*idState{},
-		spoProcs:   map[string]map[string]struct{}{},
+		spoProcs:   map[string]map[*proc]struct{}{},
 		recs:       map[string]*recSet{},
 		spo:        map[string][]string{},
 		recsPod:    map[string]map[string]struct{}{},
@@ -220,8 +220,8 @@ func (j *Joiner) AddProcess(now time.Time, in Process) []Update {
 	j.dirtyProcs[p.in.ProcessID] = struct{}{} // the row is new or changed
 	j.enqueue(p.in.ProcessID)
 	// Children seen first may stop being exec roots now their parent is known.
-	for id := range j.deps[p.in.ProcessID] {
-		j.enqueue(id)
+	for d := range j.deps[p.in.ProcessID] {
+		j.enqueue(d.in.ProcessID)
 	}
 	j.advance(now)
 	j.settle()
@@ -327,8 +327,8 @@ func (j *Joiner) enqueue(id string) {
 // enqueueRecord schedules everything a change to record id can affect.
 func (j *Joiner) enqueueRecord(id string) {
 	if st := j.ids[id]; st != nil {
-		for pid := range st.procs {
-			j.enqueue(pid)
+		for p := range st.procs {
+			j.enqueue(p.in.ProcessID)
 		}
 	}
 	rs := j.recs[id]
@@ -336,8 +336,8 @@ func (j *Joiner) enqueueRecord(id string) {
 		return
 	}
 	for _, v := range rs.spo {
-		for pid := range j.spoProcs[v] {
-			j.enqueue(pid)
+		for p := range j.spoProcs[v] {
+			j.enqueue(p.in.ProcessID)
 		}
 	}
 	for _, pk := range rs.pods {
@@ -378,7 +378,7 @@ func (j *Joiner) settle() {
 		j.moveSession(p, &old.result, &res)
 		j.results.release(old)
 		for d := range j.deps[id] {
-			j.enqueue(d)
+			j.enqueue(d.in.ProcessID)
 		}
 	}
 	if len(j.work) > 0 {

@@ -15,11 +15,11 @@ type recSet struct {
 	recs    []*auditlog.ExecRecord // ordered by requestReceived, then request key
 	seq     uint64
 	touched time.Time
-	pods    []string            // namespace/pod keys indexed in recsPod
-	spo     []string            // SPO UIDs indexed in spo
-	members map[string]struct{} // processes attributed to it; made on the first
-	denied  bool                // every request refused: counted in MaxDeniedRecords
-	spares  int                 // times passed over by eviction since its last stage
+	pods    []string           // namespace/pod keys indexed in recsPod
+	spo     []string           // SPO UIDs indexed in spo
+	members map[*proc]struct{} // processes attributed to it; made on the first
+	denied  bool               // every request refused: counted in MaxDeniedRecords
+	spares  int                // times passed over by eviction since its last stage
 	// keyCache holds keys(); storeRecord clears it when recs change.
 	keyCache []string
 }

@@ -374,23 +374,23 @@ func (j *Joiner) moveSession(p *proc, old, res *result) {
 	// The session row does not change: the store counts its processes.
 	if old.counted() {
 		if rs := j.recOf(old.auditID); rs != nil {
-			delete(rs.members, p.in.ProcessID)
+			delete(rs.members, p)
 		}
 	}
 	if res.counted() {
 		if rs := j.recOf(res.auditID); rs != nil {
 			if rs.members == nil {
-				rs.members = map[string]struct{}{}
+				rs.members = map[*proc]struct{}{}
 			}
-			rs.members[p.in.ProcessID] = struct{}{}
+			rs.members[p] = struct{}{}
 		}
 	}
 }
 
-func addTo(m map[string]map[string]struct{}, k, v string) bool {
+func addTo[V comparable](m map[string]map[V]struct{}, k string, v V) bool {
 	s := m[k]
 	if s == nil {
-		s = map[string]struct{}{}
+		s = map[V]struct{}{}
 		m[k] = s
 	}
 	if _, ok := s[v]; ok {
@@ -400,7 +400,7 @@ func addTo(m map[string]map[string]struct{}, k, v string) bool {
 	return true
 }
 
-func removeFrom(m map[string]map[string]struct{}, k, v string) {
+func removeFrom[V comparable](m map[string]map[V]struct{}, k string, v V) {
 	if s := m[k]; s != nil {
 		delete(s, v)
 		if len(s) == 0 {
