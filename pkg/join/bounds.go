@@ -97,7 +97,7 @@ const (
 // j.results, j.images: they charge themselves).
 func procBytes(p *proc) int {
 	in := &p.in
-	n := procFixedBytes + len(in.ProcessID) + len(in.ParentProcessID) + len(in.SessionRootID)
+	n := procFixedBytes + len(in.ProcessID) + len(in.ParentProcessID)
 	n += in.ownBytes() // an image too long to share (j.images)
 	if p.exit != nil {
 		n += 32 + 32 // exitInfo, and its exitq entry

@@ -66,6 +66,8 @@ func BenchmarkJoinLiveProcesses(b *testing.B) {
 			held += int64(8 * cap(kept)) // kept's own array is no process's
 		}},
 		{"procs-B/process", func() { held, kept = held-int64(8*cap(kept)), nil }},
+		{"roots-B/process", func() { j.roots, j.pairs, j.rootq = nil, nil, queue{} }},
+		{"records-B/process", func() { j.recs, j.recq, j.intern = nil, queue{}, nil }},
 		{"rest-B/process", func() { j = nil }},
 	}
 	for _, s := range steps {

@@ -80,7 +80,6 @@ type exitInfo struct {
 type procInfo struct {
 	ProcessID       string
 	ParentProcessID string // the parent's own ProcessID string when it is held
-	SessionRootID   string // likewise the root's
 	Start           time.Time
 	exec            *time.Time // ExecTime; nil when it is Start, as it is but for a re-exec
 	PID, PPID, UID  uint32
@@ -142,11 +141,12 @@ func (r *result) flag(f string) {
 // shared (j.images, j.shares), so nothing aliases the caller's slices.
 func (j *Joiner) own(in *Process) procInfo {
 	info := procInfo{
-		ProcessID: in.ProcessID, ParentProcessID: j.sameID(in.ParentProcessID), SessionRootID: j.sameID(in.SessionRootID),
+		ProcessID: in.ProcessID, ParentProcessID: j.sameID(in.ParentProcessID),
 		Start: in.Start, PID: in.PID, PPID: in.PPID, UID: in.UID,
 		procImage: j.images.acquire(in),
 		procShared: j.shares.acquire(&sharedFields{ContainerID: in.ContainerID, PodUID: in.PodUID,
-			Namespace: in.Namespace, Pod: in.Pod, Container: in.Container, Captured: in.Captured, SPO: in.SPO, Bridge: in.Bridge}),
+			Namespace: in.Namespace, Pod: in.Pod, Container: in.Container, SessionRootID: in.SessionRootID,
+			Captured: in.Captured, SPO: in.SPO, Bridge: in.Bridge}),
 	}
 	if in.ExecTime != in.Start {
 		e := in.ExecTime
