@@ -87,11 +87,8 @@ const maxSpares = 64
 // pkg/agent).
 const procFixedBytes = 224 + 224
 
-// procRareBytes and timeBytes are a procRare's heap and a time.Time's.
-const (
-	procRareBytes = 80
-	timeBytes     = 32
-)
+// procRareBytes is a procRare's heap.
+const procRareBytes = 112
 
 // procBytes estimates what p holds, less what it shares (j.shares,
 // j.results, j.images: they charge themselves).
@@ -104,9 +101,6 @@ func procBytes(p *proc) int {
 	}
 	if p.rare != nil {
 		n += procRareBytes + listBytes(p.rare.first) + len(p.rare.held)
-	}
-	if in.exec != nil {
-		n += timeBytes // a re-exec's ExecTime
 	}
 	return n
 }

@@ -228,6 +228,7 @@ func (j *Joiner) removeProc(p *proc) {
 	j.results.release(p.res)
 	if p.parent.res != nil {
 		j.results.release(p.parent.res)
+		j.shares.release(p.parent.sh)
 	}
 }
 

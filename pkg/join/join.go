@@ -202,7 +202,8 @@ func (j *Joiner) AddProcess(now time.Time, in Process) []Update {
 	p := j.procs[in.ProcessID]
 	if p == nil {
 		j.seq++
-		p = &proc{in: j.own(&in), seq: j.seq, res: noResult}
+		p = &proc{seq: j.seq, res: noResult}
+		j.own(p, &in)
 		j.procs[in.ProcessID] = p
 		j.procq.push(in.ProcessID, j.seq, now)
 		if e, ok := j.orphans[in.ProcessID]; ok {

@@ -31,6 +31,10 @@ type proc struct {
 
 // procRare is what few processes hold.
 type procRare struct {
+	// exec is ExecTime when execSet; otherwise ExecTime is in.Start, as it
+	// is but for a re-exec.
+	exec    time.Time
+	execSet bool
 	// first is the argv of the process's first exec, the one the runtime
 	// made for an exec root, once a later exec replaced in.Argv; until then
 	// it is nil and in.Argv is the first. The heuristic scores it.
@@ -79,37 +83,48 @@ type exitInfo struct {
 // of a Process.
 type procInfo struct {
 	ProcessID       string
-	ParentProcessID string // the parent's own ProcessID string when it is held
-	Start           time.Time
-	exec            *time.Time // ExecTime; nil when it is Start, as it is but for a re-exec
+	ParentProcessID string    // the parent's own ProcessID string when it is held
+	Start           time.Time // ExecTime too, unless rare says otherwise
 	PID, PPID, UID  uint32
 	*procImage      // never nil; never written to
 	*procShared     // never nil; never written to
 }
 
-// ExecTime is when this image was exec'd.
-func (in *procInfo) ExecTime() time.Time {
-	if in.exec != nil {
-		return *in.exec
+// execTime is when p's image was exec'd.
+func (p *proc) execTime() time.Time {
+	if p.rare != nil && p.rare.execSet {
+		return p.rare.exec
 	}
-	return in.Start
+	return p.in.Start
+}
+
+// setExec records t as p's ExecTime, in rare only when it is not Start.
+func (p *proc) setExec(t time.Time) {
+	if t == p.in.Start {
+		if p.rare != nil {
+			p.rare.exec, p.rare.execSet = time.Time{}, false
+		}
+		return
+	}
+	r := p.rareFields()
+	r.exec, r.execSet = t, true
 }
 
 // setStart moves Start, keeping ExecTime.
-func (in *procInfo) setStart(t time.Time) {
-	if in.exec == nil && t != in.Start {
-		e := in.Start
-		in.exec = &e
-	}
-	in.Start = t
+func (p *proc) setStart(t time.Time) {
+	e := p.execTime()
+	p.in.Start = t
+	p.setExec(e)
 }
 
 // parentView holds a reference to the parent's shared result (released
 // with the child: see Joiner.setParent).
 type parentView struct {
-	res         *sharedResult
-	containerID string
+	res *sharedResult
+	sh  *procShared // the parent's: its container ID (counted in j.shares)
 }
+
+func (v *parentView) containerID() string { return v.sh.ContainerID }
 
 // result is what resolve decides for a process.
 type result struct {
@@ -137,10 +152,10 @@ func (r *result) flag(f string) {
 	}
 }
 
-// own makes the joiner's copy of in: the image and the repeated fields are
-// shared (j.images, j.shares), so nothing aliases the caller's slices.
-func (j *Joiner) own(in *Process) procInfo {
-	info := procInfo{
+// own makes p's copy of in: the image and the repeated fields are shared
+// (j.images, j.shares), so nothing aliases the caller's slices.
+func (j *Joiner) own(p *proc, in *Process) {
+	p.in = procInfo{
 		ProcessID: in.ProcessID, ParentProcessID: j.sameID(in.ParentProcessID),
 		Start: in.Start, PID: in.PID, PPID: in.PPID, UID: in.UID,
 		procImage: j.images.acquire(in),
@@ -148,11 +163,7 @@ func (j *Joiner) own(in *Process) procInfo {
 			Namespace: in.Namespace, Pod: in.Pod, Container: in.Container, SessionRootID: in.SessionRootID,
 			Captured: in.Captured, SPO: in.SPO, Bridge: in.Bridge}),
 	}
-	if in.ExecTime != in.Start {
-		e := in.ExecTime
-		info.exec = &e
-	}
-	return info
+	p.setExec(in.ExecTime)
 }
 
 // sameID returns id as the held process of that ID spells it, so that a
@@ -202,7 +213,7 @@ func (p *proc) firstFilename() string {
 func (p *proc) noteFirst(in *Process) {
 	r := p.rareFields()
 	if r.first == nil {
-		r.first, r.firstAt, r.firstOrigin = slices.Clone(stripEnvPrefix(p.in.Argv)), p.in.ExecTime(), p.in.ExecOrigin
+		r.first, r.firstAt, r.firstOrigin = slices.Clone(stripEnvPrefix(p.in.Argv)), p.execTime(), p.in.ExecOrigin
 	}
 	if in.ExecTime.Before(r.firstAt) || (in.ExecTime.Equal(r.firstAt) && slices.Compare(stripEnvPrefix(in.Argv), r.first) < 0) {
 		r.first, r.firstAt, r.firstOrigin = slices.Clone(stripEnvPrefix(in.Argv)), in.ExecTime, in.ExecOrigin
@@ -227,7 +238,7 @@ func (j *Joiner) merge(p *proc, in *Process) {
 	// noteFirst has run: p.origin() is the first image's, held or not.
 	broot := sameRootID(&p.in.Bridge, &in.Bridge) || sameRootID(&in.Bridge, &p.in.Bridge) ||
 		(p.origin() == capture.OriginContainerInit && (sameInitID(&p.in.Bridge, &in.Bridge) || sameInitID(&in.Bridge, &p.in.Bridge)))
-	if held := p.in.ExecTime(); in.ExecTime.After(held) || (in.ExecTime.Equal(held) && lessExec(in, &p.in)) {
+	if held := p.execTime(); in.ExecTime.After(held) || (in.ExecTime.Equal(held) && lessExec(in, &p.in)) {
 		next := *in
 		if root {
 			next.Captured.Source = vocab.SourceEnv
@@ -237,11 +248,11 @@ func (j *Joiner) merge(p *proc, in *Process) {
 		}
 		next.Start = start
 		old := p.in
-		p.in = j.own(&next)
+		j.own(p, &next)
 		j.disown(&old)
 		return
 	}
-	p.in.setStart(start)
+	p.setStart(start)
 	if (root && p.in.Captured.Source != vocab.SourceEnv) || (broot && p.in.Bridge.Source != vocab.SourceEnv) {
 		f := p.in.sharedFields
 		if root {
@@ -297,7 +308,7 @@ func (p *proc) startTime() time.Time {
 	if !p.in.Start.IsZero() {
 		return p.in.Start
 	}
-	return p.in.ExecTime()
+	return p.execTime()
 }
 
 // captureFlags returns the capture flags of both keys, sorted and unique.
@@ -319,7 +330,7 @@ func (p *proc) output() Process {
 			PID: in.PID, PPID: in.PPID, UID: in.UID, Filename: in.Filename, Argv: slices.Clone(in.Argv),
 			ArgvTruncated: in.ArgvTruncated, ContainerID: in.ContainerID, PodUID: in.PodUID,
 			SessionRootID: in.SessionRootID},
-		Namespace: in.Namespace, Pod: in.Pod, Container: in.Container, Start: in.Start, ExecTime: in.ExecTime(),
+		Namespace: in.Namespace, Pod: in.Pod, Container: in.Container, Start: in.Start, ExecTime: p.execTime(),
 		Source: in.Captured.Source, SPOExecRequestUID: in.SPO.Value,
 		Attribution: p.res.attr, AuditID: p.res.auditID, Confidence: p.res.confidence,
 		Candidates: slices.Clone(p.res.candidates), ClaimedAuditID: in.Captured.Claimed,

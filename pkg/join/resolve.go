@@ -150,7 +150,7 @@ func (j *Joiner) resolvePaired(p *proc, id string, rs *recSet, allowed []*auditl
 	}
 	// The session root is not known here (a lost lineage entry, a procfs
 	// bootstrap, an agent restart): the kernel's parent link still holds.
-	if par := j.parentOf(p); par != nil && par.containerID == p.in.ContainerID && par.res.counted() &&
+	if par := j.parentOf(p); par != nil && par.containerID() == p.in.ContainerID && par.res.counted() &&
 		par.res.attr != vocab.AttributionHeuristic && slices.Contains(pr.keys, par.res.auditID) {
 		r.attr, r.auditID = vocab.AttributionInherited, par.res.auditID
 		return
@@ -273,10 +273,10 @@ func (j *Joiner) vouched(p *proc, id string) bool {
 	anc := j.parentOf(p)
 	if anc == nil && p.in.SessionRootID != p.in.ProcessID {
 		if root := j.procs[p.in.SessionRootID]; root != nil {
-			anc = &parentView{res: root.res, containerID: root.in.ContainerID}
+			anc = &parentView{res: root.res, sh: root.in.procShared}
 		}
 	}
-	if anc == nil || anc.containerID != p.in.ContainerID {
+	if anc == nil || anc.containerID() != p.in.ContainerID {
 		return false
 	}
 	if base, _ := baseID(anc.res.auditID); base != id && anc.res.auditID != id {
@@ -297,7 +297,13 @@ func (j *Joiner) parentOf(p *proc) *parentView {
 			j.results.release(p.parent.res)
 			p.parent.res = par.res
 		}
-		p.parent.containerID = par.in.ContainerID
+		if p.parent.sh != par.in.procShared {
+			j.shares.retain(par.in.procShared)
+			if p.parent.sh != nil {
+				j.shares.release(p.parent.sh)
+			}
+			p.parent.sh = par.in.procShared
+		}
 	}
 	if p.parent.res == nil {
 		return nil
@@ -312,7 +318,7 @@ func (j *Joiner) fallback(p *proc, r *result) {
 		return // a host process: no exec session to find
 	}
 	par := j.parentOf(p)
-	if par == nil || par.containerID != p.in.ContainerID {
+	if par == nil || par.containerID() != p.in.ContainerID {
 		j.heuristic(p, r)
 		return
 	}

@@ -71,6 +71,9 @@ func (s *shares) acquire(f *sharedFields) *procShared {
 	return sh
 }
 
+// retain counts one more user of sh, which is held.
+func (s *shares) retain(sh *procShared) { sh.refs++ }
+
 // release drops one user of sh, forgetting it with the last.
 func (s *shares) release(sh *procShared) {
 	if sh.refs--; sh.refs <= 0 {
