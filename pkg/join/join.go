@@ -122,16 +122,16 @@ type Joiner struct {
 	log zerolog.Logger
 
 	procs    map[string]*proc
-	deps     map[string]map[*proc]struct{}  // processID -> processes whose result reads it
-	ids      map[string]*idState            // captured audit ID -> processes carrying it
-	spoProcs map[string]map[*proc]struct{}  // SPO value -> processes carrying it
-	recs     map[string]*recSet             // audit ID -> its request(s)
-	spo      map[string][]string            // SPO value -> audit IDs annotated with it
-	recsPod  map[string]map[string]struct{} // namespace/pod -> audit IDs
-	rootsPod map[string]map[string]struct{} // namespace/pod -> ID-less exec roots within TTL
-	roots    map[string]map[string]rootInfo // audit ID -> its verified roots, by processID
-	pairs    map[string]*pairing            // audit ID -> its pairing, made on demand
-	heldPod  map[string]int                 // pod and session key -> settled ID-less roots with it as only candidate
+	deps     map[string]map[*proc]struct{}   // processID -> processes whose result reads it
+	ids      map[string]*idState             // captured audit ID -> processes carrying it
+	spoProcs map[string]map[*proc]struct{}   // SPO value -> processes carrying it
+	recs     map[string]*recSet              // audit ID -> its request(s)
+	spo      map[string][]string             // SPO value -> audit IDs annotated with it
+	recsPod  map[string]map[string]struct{}  // namespace/pod -> audit IDs
+	rootsPod map[string]map[string]struct{}  // namespace/pod -> ID-less exec roots within TTL
+	roots    map[string]map[string]*rootInfo // audit ID -> its verified roots, by processID
+	pairs    map[string]*pairing             // audit ID -> its pairing, made on demand
+	heldPod  map[string]int                  // pod and session key -> settled ID-less roots with it as only candidate
 	pending  map[string]struct{}
 	orphans  map[string]Exit // exits that came before their exec
 
@@ -177,7 +177,7 @@ func New(cfg Config, log zerolog.Logger) (*Joiner, error) {
 		spo:        map[string][]string{},
 		recsPod:    map[string]map[string]struct{}{},
 		rootsPod:   map[string]map[string]struct{}{},
-		roots:      map[string]map[string]rootInfo{},
+		roots:      map[string]map[string]*rootInfo{},
 		pairs:      map[string]*pairing{},
 		heldPod:    map[string]int{},
 		pending:    map[string]struct{}{},
