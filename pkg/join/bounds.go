@@ -81,11 +81,11 @@ func extraBytes(m map[string][]string) int {
 // agent's lookup brings it back when a process names it again).
 const maxSpares = 64
 
-// procFixedBytes is a held process's heap beyond its strings: the proc,
-// its parentView, and its slots in the maps and queues that index it
-// (measured: about 450 bytes a process, BenchmarkLiveProcesses100k in
-// pkg/agent).
-const procFixedBytes = 224 + 224
+// procFixedBytes is a held process's heap beyond its strings: the proc
+// (144) and its slots in the maps, sets and queue that index it (measured
+// by BenchmarkJoinLiveProcesses: procs 35, queue 37, deps 25, its ID's
+// carriers 28, its session's members 24).
+const procFixedBytes = 144 + 160
 
 // procRareBytes is a procRare's heap.
 const procRareBytes = 112

@@ -21,7 +21,7 @@ type procImage struct {
 
 // imageFixedBytes is a shared procImage's heap beyond its key and argv
 // header: the struct and its map slot.
-const imageFixedBytes = 80 + 48
+const imageFixedBytes = 96 + 48
 
 // images interns procImage as shares does sharedFields: it holds only what
 // held processes use, and its bytes count against MaxProcessBytes. An image

@@ -20,26 +20,7 @@ func BenchmarkJoinLiveProcesses(b *testing.B) {
 	const sessions, perSession = 1000, 100
 	base := liveHeap()
 	j := newJoiner(b)
-	for s := range sessions {
-		id := "0b5e1c8a-0000-4000-8000-" + strconv.Itoa(100_000_000_000+s)
-		j.AddRecord(t0, xr(id))
-		for c := range perSession {
-			// Every ID a fresh string, as the kernel's decoder makes them.
-			p := pr(procKey(s*perSession+c), procKey(90), id, vocab.SourceInherited)
-			p.Captured.Value = strings.Clone(id)
-			p.Filename, p.Argv = strings.Clone("/bin/sleep"), []string{strings.Clone("sleep"), strings.Clone("infinity")}
-			p.SessionRootID = procKey(s * perSession)
-			if c == 0 {
-				p.Captured.Source, p.Filename, p.Argv = vocab.SourceEnv, strings.Clone("/bin/sh"), []string{strings.Clone("sh")}
-			} else {
-				p.ParentProcessID = procKey(s * perSession)
-			}
-			j.AddProcess(t0.Add(time.Second), p)
-		}
-	}
-	if st := j.Stats(); st.Processes != sessions*perSession || st.Pending != 0 {
-		b.Fatalf("holding %d processes, %d pending", st.Processes, st.Pending)
-	}
+	addLive(b, j, sessions, perSession)
 	const n = sessions * perSession
 	held := liveHeap()
 	b.ReportMetric(float64(held-base)/n, "B/process")
@@ -76,6 +57,46 @@ func BenchmarkJoinLiveProcesses(b *testing.B) {
 		b.ReportMetric(float64(held-now)/n, s.unit)
 		held = now
 	}
+}
+
+// addLive adds sessions of a root and perSession-1 children, all live and
+// attributed, as BenchmarkLiveProcesses100k in pkg/agent feeds them.
+func addLive(tb testing.TB, j *Joiner, sessions, perSession int) {
+	tb.Helper()
+	for s := range sessions {
+		id := "0b5e1c8a-0000-4000-8000-" + strconv.Itoa(100_000_000_000+s)
+		j.AddRecord(t0, xr(id))
+		for c := range perSession {
+			// Every ID a fresh string, as the kernel's decoder makes them.
+			p := pr(procKey(s*perSession+c), procKey(90), id, vocab.SourceInherited)
+			p.Captured.Value = strings.Clone(id)
+			p.Filename, p.Argv = strings.Clone("/bin/sleep"), []string{strings.Clone("sleep"), strings.Clone("infinity")}
+			p.SessionRootID = procKey(s * perSession)
+			if c == 0 {
+				p.Captured.Source, p.Filename, p.Argv = vocab.SourceEnv, strings.Clone("/bin/sh"), []string{strings.Clone("sh")}
+			} else {
+				p.ParentProcessID = procKey(s * perSession)
+			}
+			j.AddProcess(t0.Add(time.Second), p)
+		}
+	}
+	if st := j.Stats(); st.Processes != sessions*perSession || st.Pending != 0 {
+		tb.Fatalf("holding %d processes, %d pending", st.Processes, st.Pending)
+	}
+}
+
+// TestProcessBytesTrackHeap: MaxProcessBytes bounds what processes really
+// hold. The estimate may be over the heap they take, by a little.
+func TestProcessBytesTrackHeap(t *testing.T) {
+	base := liveHeap()
+	j := newJoiner(t)
+	addLive(t, j, 200, 100)
+	held := liveHeap() - base
+	est := int64(j.Stats().ProcessBytes)
+	if est < held*9/10 || est > held*3/2 {
+		t.Fatalf("estimated %d bytes, the heap holds %d", est, held)
+	}
+	runtime.KeepAlive(j)
 }
 
 // procKey is a process ID as capture.ProcessKey makes it, freshly allocated.

@@ -32,7 +32,7 @@ type procShared struct {
 
 // sharedFixedBytes is a procShared's heap beyond its key and its lists:
 // the struct and its map slot.
-const sharedFixedBytes = 256 + 48
+const sharedFixedBytes = 352 + 48
 
 // shares interns sharedFields. Like interner, it holds only what held
 // processes use, and its bytes count against MaxProcessBytes.
