@@ -281,3 +281,26 @@ func (j *Joiner) shrinkMaps() {
 	j.spoProcs, j.recs, j.pending = shrunk(j.spoProcs, &p[3]), shrunk(j.recs, &p[4]), shrunk(j.pending, &p[5])
 	j.orphans, j.recsPod, j.rootsPod = shrunk(j.orphans, &p[6]), shrunk(j.recsPod, &p[7]), shrunk(j.rootsPod, &p[8])
 }
+
+// addTo and removeFrom keep a map of sets, dropping emptied sets.
+func addTo[V comparable](m map[string]map[V]struct{}, k string, v V) bool {
+	s := m[k]
+	if s == nil {
+		s = map[V]struct{}{}
+		m[k] = s
+	}
+	if _, ok := s[v]; ok {
+		return false
+	}
+	s[v] = struct{}{}
+	return true
+}
+
+func removeFrom[V comparable](m map[string]map[V]struct{}, k string, v V) {
+	if s := m[k]; s != nil {
+		delete(s, v)
+		if len(s) == 0 {
+			delete(m, k)
+		}
+	}
+}

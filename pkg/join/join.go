@@ -325,29 +325,6 @@ func (j *Joiner) enqueue(id string) {
 	j.work = append(j.work, id)
 }
 
-// enqueueRecord schedules everything a change to record id can affect.
-func (j *Joiner) enqueueRecord(id string) {
-	if st := j.ids[id]; st != nil {
-		for p := range st.procs {
-			j.enqueue(p.in.ProcessID)
-		}
-	}
-	rs := j.recs[id]
-	if rs == nil {
-		return
-	}
-	for _, v := range rs.spo {
-		for p := range j.spoProcs[v] {
-			j.enqueue(p.in.ProcessID)
-		}
-	}
-	for _, pk := range rs.pods {
-		for pid := range j.rootsPod[pk] {
-			j.enqueue(pid)
-		}
-	}
-}
-
 // settle re-resolves queued processes until nothing changes, following
 // dependents (children, and descendants of unverified roots).
 func (j *Joiner) settle() {

@@ -334,3 +334,26 @@ func (j *Joiner) recOf(key string) *recSet {
 	}
 	return nil
 }
+
+// enqueueRecord schedules everything a change to record id can affect.
+func (j *Joiner) enqueueRecord(id string) {
+	if st := j.ids[id]; st != nil {
+		for p := range st.procs {
+			j.enqueue(p.in.ProcessID)
+		}
+	}
+	rs := j.recs[id]
+	if rs == nil {
+		return
+	}
+	for _, v := range rs.spo {
+		for p := range j.spoProcs[v] {
+			j.enqueue(p.in.ProcessID)
+		}
+	}
+	for _, pk := range rs.pods {
+		for pid := range j.rootsPod[pk] {
+			j.enqueue(pid)
+		}
+	}
+}

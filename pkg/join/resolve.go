@@ -392,25 +392,3 @@ func (j *Joiner) moveSession(p *proc, old, res *result) {
 		}
 	}
 }
-
-func addTo[V comparable](m map[string]map[V]struct{}, k string, v V) bool {
-	s := m[k]
-	if s == nil {
-		s = map[V]struct{}{}
-		m[k] = s
-	}
-	if _, ok := s[v]; ok {
-		return false
-	}
-	s[v] = struct{}{}
-	return true
-}
-
-func removeFrom[V comparable](m map[string]map[V]struct{}, k string, v V) {
-	if s := m[k]; s != nil {
-		delete(s, v)
-		if len(s) == 0 {
-			delete(m, k)
-		}
-	}
-}
