@@ -8,7 +8,7 @@ import (
 
 // idState indexes the processes carrying one captured audit ID.
 type idState struct {
-	procs map[*proc]struct{}
+	procs pset
 	// containers counts, by container ID, carriers without pod metadata;
 	// anchors counts verified roots. Both fix which container the ID
 	// belongs to when metadata cannot.
@@ -20,16 +20,16 @@ type idState struct {
 func (j *Joiner) index(p *proc) {
 	in := &p.in
 	if in.ParentProcessID != "" && in.ParentProcessID != in.ProcessID {
-		addTo(j.deps, in.ParentProcessID, p)
+		fileProc(j.deps, in.ParentProcessID, p)
 	}
 	if r := in.SessionRootID; r != "" && r != in.ProcessID && r != in.ParentProcessID {
-		addTo(j.deps, r, p)
+		fileProc(j.deps, r, p)
 	}
 	if v := in.SPO.Value; v != "" {
-		addTo(j.spoProcs, v, p)
+		fileProc(j.spoProcs, v, p)
 	}
 	if v := p.bridgeKey(); v != "" {
-		addTo(j.spoProcs, v, p)
+		fileProc(j.spoProcs, v, p)
 		if isBridgeRoot(p) {
 			j.addRoot(v, p)
 		}
@@ -40,10 +40,10 @@ func (j *Joiner) index(p *proc) {
 	}
 	st := j.ids[id]
 	if st == nil {
-		st = &idState{procs: map[*proc]struct{}{}, containers: map[string]int{}, anchors: map[string]int{}}
+		st = &idState{containers: map[string]int{}, anchors: map[string]int{}}
 		j.ids[id] = st
 	}
-	st.procs[p] = struct{}{}
+	st.procs.add(p)
 	changed := false
 	if in.Pod == "" && in.ContainerID != "" {
 		changed = bump(st.containers, in.ContainerID, 1) || changed
@@ -56,7 +56,7 @@ func (j *Joiner) index(p *proc) {
 	}
 	if changed {
 		// Which container the ID belongs to moved: every carrier re-checks.
-		for q := range st.procs {
+		for q := range st.procs.all() {
 			j.enqueue(q.in.ProcessID)
 		}
 	}
@@ -67,30 +67,30 @@ func (j *Joiner) index(p *proc) {
 func (j *Joiner) unindex(p *proc) {
 	in := &p.in
 	if in.ParentProcessID != "" {
-		removeFrom(j.deps, in.ParentProcessID, p)
+		unfileProc(j.deps, in.ParentProcessID, p)
 	}
 	if in.SessionRootID != "" {
-		removeFrom(j.deps, in.SessionRootID, p)
+		unfileProc(j.deps, in.SessionRootID, p)
 	}
 	if v := in.SPO.Value; v != "" {
-		removeFrom(j.spoProcs, v, p)
+		unfileProc(j.spoProcs, v, p)
 	}
 	if v := p.bridgeKey(); v != "" {
-		removeFrom(j.spoProcs, v, p)
+		unfileProc(j.spoProcs, v, p)
 	}
 	id := p.auditKey()
 	st := j.ids[id]
 	if st == nil {
 		return
 	}
-	delete(st.procs, p)
+	st.procs.remove(p)
 	if in.Pod == "" && in.ContainerID != "" {
 		bump(st.containers, in.ContainerID, -1)
 	}
 	if isAnchor(p) {
 		bump(st.anchors, in.ContainerID, -1)
 	}
-	if len(st.procs) == 0 {
+	if st.procs.len() == 0 {
 		delete(j.ids, id)
 		j.forgetRoots(id)
 	}
@@ -190,14 +190,14 @@ func (j *Joiner) expireOldest() {
 // live reports whether a process still running carries or is attributed
 // to the record's session; new descendants may still need it.
 func (j *Joiner) live(rs *recSet) bool {
-	for m := range rs.members {
+	for m := range rs.members.all() {
 		// By ID, as ever: a member is a process of that ID.
 		if p := j.procs[m.in.ProcessID]; p != nil && !p.exited() {
 			return true
 		}
 	}
 	if st := j.ids[rs.id]; st != nil {
-		for p := range st.procs { // all held
+		for p := range st.procs.all() { // all held
 			if !p.exited() {
 				return true
 			}
@@ -214,7 +214,7 @@ func (j *Joiner) removeProc(p *proc) {
 	j.dropHeld(p)
 	if p.res.counted() {
 		if rs := j.recOf(p.res.auditID); rs != nil {
-			delete(rs.members, p)
+			rs.members.remove(p)
 		}
 	}
 	// A verified root's pairing outlives it (j.roots): it still started its

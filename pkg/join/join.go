@@ -122,9 +122,9 @@ type Joiner struct {
 	log zerolog.Logger
 
 	procs    map[string]*proc
-	deps     map[string]map[*proc]struct{}   // processID -> processes whose result reads it
+	deps     map[string]*pset                // processID -> processes whose result reads it
 	ids      map[string]*idState             // captured audit ID -> processes carrying it
-	spoProcs map[string]map[*proc]struct{}   // SPO value -> processes carrying it
+	spoProcs map[string]*pset                // SPO value -> processes carrying it
 	recs     map[string]*recSet              // audit ID -> its request(s)
 	spo      map[string][]string             // SPO value -> audit IDs annotated with it
 	recsPod  map[string]map[string]struct{}  // namespace/pod -> audit IDs
@@ -170,9 +170,9 @@ func New(cfg Config, log zerolog.Logger) (*Joiner, error) {
 		cfg:        cfg,
 		log:        log.With().Str("component", "join").Logger(),
 		procs:      map[string]*proc{},
-		deps:       map[string]map[*proc]struct{}{},
+		deps:       map[string]*pset{},
 		ids:        map[string]*idState{},
-		spoProcs:   map[string]map[*proc]struct{}{},
+		spoProcs:   map[string]*pset{},
 		recs:       map[string]*recSet{},
 		spo:        map[string][]string{},
 		recsPod:    map[string]map[string]struct{}{},
@@ -221,7 +221,7 @@ func (j *Joiner) AddProcess(now time.Time, in Process) []Update {
 	j.dirtyProcs[p.in.ProcessID] = struct{}{} // the row is new or changed
 	j.enqueue(p.in.ProcessID)
 	// Children seen first may stop being exec roots now their parent is known.
-	for d := range j.deps[p.in.ProcessID] {
+	for d := range j.deps[p.in.ProcessID].all() {
 		j.enqueue(d.in.ProcessID)
 	}
 	j.advance(now)
@@ -355,7 +355,7 @@ func (j *Joiner) settle() {
 		j.dirtyProcs[id] = struct{}{}
 		j.moveSession(p, &old.result, &res)
 		j.results.release(old)
-		for d := range j.deps[id] {
+		for d := range j.deps[id].all() {
 			j.enqueue(d.in.ProcessID)
 		}
 	}

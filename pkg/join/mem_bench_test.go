@@ -1,6 +1,7 @@
 package join
 
 import (
+	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
@@ -12,19 +13,24 @@ import (
 
 // BenchmarkJoinLiveProcesses holds 100,000 live session processes, 1,000
 // sessions of a root and 99 children as BenchmarkLiveProcesses100k in
-// pkg/agent feeds them, and reports the live heap per process (B/process),
+// pkg/agent feeds them (and 10,000 sessions of 10), and reports the live heap per process (B/process),
 // then what each structure holds per process: the heap freed by dropping
 // it, in this order, so what two structures share counts for the last.
 // One op is the whole 100k, done once whatever b.N is.
 func BenchmarkJoinLiveProcesses(b *testing.B) {
-	const sessions, perSession = 1000, 100
+	for _, perSession := range []int{100, 10} {
+		b.Run(fmt.Sprintf("per-session=%d", perSession), func(b *testing.B) { liveProcesses(b, 100_000/perSession, perSession) })
+	}
+}
+
+func liveProcesses(b *testing.B, sessions, perSession int) {
 	base := liveHeap()
 	j := newJoiner(b)
 	addLive(b, j, sessions, perSession)
-	const n = sessions * perSession
+	n := sessions * perSession
 	held := liveHeap()
-	b.ReportMetric(float64(held-base)/n, "B/process")
-	b.ReportMetric(float64(j.Stats().ProcessBytes)/n, "estimated-B/process")
+	b.ReportMetric(float64(held-base)/float64(n), "B/process")
+	b.ReportMetric(float64(j.Stats().ProcessBytes)/float64(n), "estimated-B/process")
 	var kept []*proc
 	steps := []struct {
 		unit string
@@ -54,7 +60,7 @@ func BenchmarkJoinLiveProcesses(b *testing.B) {
 	for _, s := range steps {
 		s.drop()
 		now := liveHeap()
-		b.ReportMetric(float64(held-now)/n, s.unit)
+		b.ReportMetric(float64(held-now)/float64(n), s.unit)
 		held = now
 	}
 }

@@ -380,15 +380,15 @@ func (j *Joiner) moveSession(p *proc, old, res *result) {
 	// The session row does not change: the store counts its processes.
 	if old.counted() {
 		if rs := j.recOf(old.auditID); rs != nil {
-			delete(rs.members, p)
+			rs.members.remove(p)
 		}
 	}
 	if res.counted() {
 		if rs := j.recOf(res.auditID); rs != nil {
 			if rs.members == nil {
-				rs.members = map[*proc]struct{}{}
+				rs.members = &pset{}
 			}
-			rs.members[p] = struct{}{}
+			rs.members.add(p)
 		}
 	}
 }

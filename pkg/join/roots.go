@@ -79,7 +79,7 @@ func (j *Joiner) evictRoots() {
 		if roots == nil {
 			continue
 		}
-		if j.recs[e.id] != nil || j.ids[e.id] != nil || len(j.spo[e.id]) > 0 || len(j.spoProcs[e.id]) > 0 {
+		if j.recs[e.id] != nil || j.ids[e.id] != nil || len(j.spo[e.id]) > 0 || j.spoProcs[e.id].len() > 0 {
 			j.rootq.requeue(e) // in use: keep it, look at the next
 			continue
 		}
