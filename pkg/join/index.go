@@ -40,16 +40,16 @@ func (j *Joiner) index(p *proc) {
 	}
 	st := j.ids[id]
 	if st == nil {
-		st = &idState{containers: map[string]int{}, anchors: map[string]int{}}
+		st = &idState{}
 		j.ids[id] = st
 	}
 	st.procs.add(p)
 	changed := false
 	if in.Pod == "" && in.ContainerID != "" {
-		changed = bump(st.containers, in.ContainerID, 1) || changed
+		changed = bump(&st.containers, in.ContainerID, 1) || changed
 	}
 	if isAnchor(p) {
-		changed = bump(st.anchors, in.ContainerID, 1) || changed
+		changed = bump(&st.anchors, in.ContainerID, 1) || changed
 	}
 	if isRoot(p) {
 		j.addRoot(id, p)
@@ -85,10 +85,10 @@ func (j *Joiner) unindex(p *proc) {
 	}
 	st.procs.remove(p)
 	if in.Pod == "" && in.ContainerID != "" {
-		bump(st.containers, in.ContainerID, -1)
+		bump(&st.containers, in.ContainerID, -1)
 	}
 	if isAnchor(p) {
-		bump(st.anchors, in.ContainerID, -1)
+		bump(&st.anchors, in.ContainerID, -1)
 	}
 	if st.procs.len() == 0 {
 		delete(j.ids, id)
@@ -101,15 +101,19 @@ func isAnchor(p *proc) bool {
 	return p.in.Captured.Source == vocab.SourceEnv && p.in.ContainerID != "" && !p.hasFlag(vocab.FlagRootUnverified)
 }
 
-// bump adjusts a count and reports whether the key set changed.
-func bump(m map[string]int, k string, d int) bool {
-	n := m[k] + d
+// bump adjusts a count and reports whether the key set changed; *m is
+// made on first use (most IDs have neither kind of entry).
+func bump(m *map[string]int, k string, d int) bool {
+	n := (*m)[k] + d
 	if n <= 0 {
-		_, had := m[k]
-		delete(m, k)
+		_, had := (*m)[k]
+		delete(*m, k)
 		return had
 	}
-	m[k] = n
+	if *m == nil {
+		*m = map[string]int{}
+	}
+	(*m)[k] = n
 	return n == d
 }
 
