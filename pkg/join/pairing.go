@@ -45,12 +45,44 @@ type rootInfo struct {
 // pairing is the outcome for one audit ID: a session key per request and
 // an outcome per verified root.
 type pairing struct {
-	keys  []string // session key of rs.recs[i]
+	keys []string // session key of rs.recs[i]
+	// roots is the outcome per root; the common single root is held in
+	// oneID and one instead, without a map's few hundred bytes.
 	roots map[string]rootOutcome
+	oneID string
+	one   rootOutcome
 	taken []bool // rs.recs[i] is held by a root, exactly or not
 	// unseen: the merger saw another request under the ID that is not
 	// held here, so no root can be paired exactly.
 	unseen bool
+}
+
+// setRoots files the outcomes of pairRoots.
+func (pr *pairing) setRoots(roots map[string]rootOutcome) {
+	if len(roots) != 1 {
+		pr.roots = roots
+		return
+	}
+	for id, o := range roots {
+		pr.oneID, pr.one = id, o
+	}
+}
+
+// outcome returns what the pairing says of root rid, if it is one.
+func (pr *pairing) outcome(rid string) (rootOutcome, bool) {
+	if pr.oneID != "" {
+		return pr.one, rid == pr.oneID
+	}
+	o, ok := pr.roots[rid]
+	return o, ok
+}
+
+// nroots is the number of roots paired.
+func (pr *pairing) nroots() int {
+	if pr.oneID != "" {
+		return 1
+	}
+	return len(pr.roots)
 }
 
 // rootOutcome is what the pairing says of one verified root.

@@ -138,7 +138,7 @@ func (j *Joiner) resolvePaired(p *proc, id string, rs *recSet, allowed []*auditl
 	if root {
 		rid = p.in.ProcessID
 	}
-	if o, ok := pr.roots[rid]; ok {
+	if o, ok := pr.outcome(rid); ok {
 		applyOutcome(p, pr, o, root, r)
 		return
 	}
@@ -159,7 +159,7 @@ func (j *Joiner) resolvePaired(p *proc, id string, rs *recSet, allowed []*auditl
 	switch {
 	case len(cands) == 0:
 		j.unmatched(p, r)
-	case len(cands) == 1 && len(pr.roots) == 0:
+	case len(cands) == 1 && pr.nroots() == 0:
 		// One request and no root seen: nothing to tell it from.
 		r.attr, r.auditID = vocab.AttributionInherited, cands[0]
 	default:

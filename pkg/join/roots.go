@@ -115,7 +115,9 @@ func (j *Joiner) pairingOf(id string) *pairing {
 	if rs := j.recs[id]; rs != nil {
 		pr.keys = rs.keys()
 		pr.unseen = len(rs.recs) == 1 && rs.conflict()
-		pr.roots, pr.taken = pairRoots(rs.recs, j.rootsOf(rs), j.cfg.ClockSkew)
+		var roots map[string]rootOutcome
+		roots, pr.taken = pairRoots(rs.recs, j.rootsOf(rs), j.cfg.ClockSkew)
+		pr.setRoots(roots)
 	}
 	j.pairs[id] = pr
 	return pr
