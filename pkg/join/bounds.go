@@ -83,9 +83,10 @@ const maxSpares = 64
 
 // procFixedBytes is a held process's heap beyond its strings: the proc
 // (144) and its slots in the maps, sets and queue that index it (measured
-// by BenchmarkJoinLiveProcesses: procs 35, queue 37, deps 25, its ID's
-// carriers 28, its session's members 24).
-const procFixedBytes = 144 + 160
+// by BenchmarkJoinLiveProcesses at 100 a session: procs 35, queue 37,
+// deps 13, its ID's carriers 15, its session's members 12; sets of few
+// cost more a process).
+const procFixedBytes = 144 + 128
 
 // procRareBytes is a procRare's heap.
 const procRareBytes = 112

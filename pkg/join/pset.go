@@ -8,7 +8,7 @@ import "iter"
 // its session's members); a map[*proc]struct{} costs 16 bytes a slot and
 // 184 bytes for a set of one, this 8 and 16.
 type pset struct {
-	slots []*proc // a power of two long, at most 3/4 full
+	slots []*proc // a power of two long, at most 7/8 full
 	n     int
 }
 
@@ -39,7 +39,9 @@ func (s *pset) find(p *proc) int {
 
 // add puts p in s; it reports whether p was not in it.
 func (s *pset) add(p *proc) bool {
-	if (s.n+1)*4 > len(s.slots)*3 {
+	// Seqs come nearly in order and Fibonacci hashing spreads them evenly,
+	// so probe runs stay short even this full.
+	if (s.n+1)*8 > len(s.slots)*7 {
 		s.resize(max(psetMin, 2*len(s.slots)))
 	}
 	i := s.find(p)
