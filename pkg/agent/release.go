@@ -43,13 +43,12 @@ const footprintFloor = 64 << 20
 // footprint keeps the Go runtime's memory near what the agent holds: with
 // GOGC alone a heap grows to twice its live bytes and keeps the pages, so
 // 40 MiB of processes held cost 80 MiB of RSS. Past footprintFloor it sets
-// the soft memory limit to the live heap and three quarters (and what the
-// runtime holds besides its heap): the collector runs a third more often
-// than by default, and only when the heap is large, and the scavenger
-// returns what the limit leaves over. (Half, not three quarters, collects
-// twice as often for no RSS to show in BenchmarkLiveProcesses100k.) It
-// never raises the limit above cap (the container's, set by the command;
-// 0: none).
+// the soft memory limit to the live heap and two thirds (and what the
+// runtime holds besides its heap): the collector runs about a fifth more
+// often over a burst, and only when the heap is large, and the scavenger
+// returns what the limit leaves over. (Half collects twice as often for no
+// less RSS in BenchmarkLiveProcesses100k.) It never raises the limit above
+// cap (the container's, set by the command; 0: none).
 type footprint struct {
 	cap     int64
 	set     int64 // the limit last set, 0: none yet
@@ -101,7 +100,7 @@ func (f *footprint) restore() {
 // footprintLimit is the soft memory limit for a live heap of live bytes
 // and besides bytes of other runtime memory, under cap.
 func footprintLimit(live, besides, capBytes int64) int64 {
-	return min(max(footprintFloor, live+live*3/4+besides), footprintCap(capBytes))
+	return min(max(footprintFloor, live+live*2/3+besides), footprintCap(capBytes))
 }
 
 func footprintCap(capBytes int64) int64 {
