@@ -83,10 +83,10 @@ const maxSpares = 64
 
 // procFixedBytes is a held process's heap beyond its strings: the proc
 // (144) and its slots in the maps, sets and queue that index it (measured
-// by BenchmarkJoinLiveProcesses at 100 a session: procs 35, queue 37,
+// by BenchmarkJoinLiveProcesses at 100 a session: procs 21, queue 37,
 // deps 13, its ID's carriers 15, its session's members 12; sets of few
 // cost more a process).
-const procFixedBytes = 144 + 128
+const procFixedBytes = 144 + 112
 
 // procRareBytes is a procRare's heap.
 const procRareBytes = 112
@@ -115,13 +115,13 @@ func (j *Joiner) sizeProc(p *proc) {
 
 // evictProcesses enforces MaxProcesses and MaxProcessBytes, oldest first.
 func (j *Joiner) evictProcesses() {
-	for len(j.procs) > j.cfg.MaxProcesses || j.procsBytes() > j.cfg.MaxProcessBytes {
+	for j.procs.len() > j.cfg.MaxProcesses || j.procsBytes() > j.cfg.MaxProcessBytes {
 		e, ok := j.procq.peek(evictHead)
 		if !ok {
 			return
 		}
 		j.procq.pop(evictHead)
-		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
+		if p := j.procs.get(e.id); p != nil && p.seq == e.seq {
 			j.stats.EvictedProcesses++
 			j.removeProc(p)
 		}

@@ -159,7 +159,7 @@ func (j *Joiner) advance(now time.Time) {
 	due := qtime(j.now)
 	for j.windowq.Len() > 0 && j.windowq.items[0].t <= due {
 		e := j.windowq.pop()
-		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
+		if p := j.procs.get(e.id); p != nil && p.seq == e.seq {
 			p.awaiting = false
 			j.enqueue(e.id)
 		}

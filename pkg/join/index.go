@@ -125,7 +125,7 @@ func (j *Joiner) Expire(now time.Time) []Update {
 	due := qtime(now.Add(-ttl)) // entries at or before due are past the TTL
 	for e, ok := j.procq.peek(pendHead); ok && e.t <= due; e, ok = j.procq.peek(pendHead) {
 		j.procq.pop(pendHead)
-		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
+		if p := j.procs.get(e.id); p != nil && p.seq == e.seq {
 			if _, pending := j.pending[e.id]; pending {
 				j.stats.Expired++
 			}
@@ -139,7 +139,7 @@ func (j *Joiner) Expire(now time.Time) []Update {
 	out := j.flush()
 	for e, ok := j.exitq.peek(); ok && e.t <= due; e, ok = j.exitq.peek() {
 		j.exitq.pop()
-		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
+		if p := j.procs.get(e.id); p != nil && p.seq == e.seq {
 			j.removeProc(p)
 		}
 	}
@@ -177,7 +177,7 @@ func (j *Joiner) expire(p *proc) {
 func (j *Joiner) expireOldest() {
 	for e, ok := j.procq.peek(pendHead); ok; e, ok = j.procq.peek(pendHead) {
 		j.procq.pop(pendHead)
-		p := j.procs[e.id]
+		p := j.procs.get(e.id)
 		if p == nil || p.seq != e.seq || p.expired {
 			continue
 		}
@@ -196,7 +196,7 @@ func (j *Joiner) expireOldest() {
 func (j *Joiner) live(rs *recSet) bool {
 	for m := range rs.members.all() {
 		// By ID, as ever: a member is a process of that ID.
-		if p := j.procs[m.in.ProcessID]; p != nil && !p.exited() {
+		if p := j.procs.get(m.in.ProcessID); p != nil && !p.exited() {
 			return true
 		}
 	}
@@ -225,7 +225,7 @@ func (j *Joiner) removeProc(p *proc) {
 	// session, so no later root may take its request.
 	delete(j.pending, id)
 	delete(j.deps, id)
-	delete(j.procs, id)
+	j.procs.del(id)
 	delete(j.dirtyProcs, id)
 	j.procBytes -= int(p.size)
 	j.disown(&p.in)
@@ -238,9 +238,9 @@ func (j *Joiner) removeProc(p *proc) {
 
 // compactQueues drops entries for processes and records already gone.
 func (j *Joiner) compactQueues() {
-	heldProc := func(e qent) bool { p := j.procs[e.id]; return p != nil && p.seq == e.seq }
-	j.procq.compact(len(j.procs), heldProc)
-	j.exitq.compact(len(j.procs), heldProc)
+	heldProc := func(e qent) bool { p := j.procs.get(e.id); return p != nil && p.seq == e.seq }
+	j.procq.compact(j.procs.len(), heldProc)
+	j.exitq.compact(j.procs.len(), heldProc)
 	heldRec := func(e qent) bool { rs := j.recs[e.id]; return rs != nil && rs.seq == e.seq }
 	j.recq.compact(len(j.recs), heldRec)
 	j.deniedq.compact(j.denied, func(e qent) bool { return heldRec(e) && j.recs[e.id].denied })
@@ -281,7 +281,7 @@ func shrunk[K comparable, V any](m map[K]V, peak *int) map[K]V {
 // shrinkMaps lets the long-lived maps shed what a burst left behind.
 func (j *Joiner) shrinkMaps() {
 	p := &j.peaks
-	j.procs, j.deps, j.ids = shrunk(j.procs, &p[0]), shrunk(j.deps, &p[1]), shrunk(j.ids, &p[2])
+	j.deps, j.ids = shrunk(j.deps, &p[1]), shrunk(j.ids, &p[2]) // j.procs shrinks itself
 	j.spoProcs, j.recs, j.pending = shrunk(j.spoProcs, &p[3]), shrunk(j.recs, &p[4]), shrunk(j.pending, &p[5])
 	j.orphans, j.recsPod, j.rootsPod = shrunk(j.orphans, &p[6]), shrunk(j.recsPod, &p[7]), shrunk(j.rootsPod, &p[8])
 }

@@ -121,7 +121,7 @@ type Joiner struct {
 	cfg Config
 	log zerolog.Logger
 
-	procs    map[string]*proc
+	procs    ptable
 	deps     map[string]*pset                // processID -> processes whose result reads it
 	ids      map[string]*idState             // captured audit ID -> processes carrying it
 	spoProcs map[string]*pset                // SPO value -> processes carrying it
@@ -169,7 +169,7 @@ func New(cfg Config, log zerolog.Logger) (*Joiner, error) {
 	return &Joiner{
 		cfg:        cfg,
 		log:        log.With().Str("component", "join").Logger(),
-		procs:      map[string]*proc{},
+		procs:      newPtable(),
 		deps:       map[string]*pset{},
 		ids:        map[string]*idState{},
 		spoProcs:   map[string]*pset{},
@@ -199,12 +199,12 @@ func (j *Joiner) AddProcess(now time.Time, in Process) []Update {
 		return nil
 	}
 	j.stats.ProcessesAdded++
-	p := j.procs[in.ProcessID]
+	p := j.procs.get(in.ProcessID)
 	if p == nil {
 		j.seq++
 		p = &proc{seq: j.seq, res: noResult}
 		j.own(p, &in)
-		j.procs[in.ProcessID] = p
+		j.procs.put(p)
 		j.procq.push(in.ProcessID, j.seq, now)
 		if e, ok := j.orphans[in.ProcessID]; ok {
 			delete(j.orphans, in.ProcessID)
@@ -234,7 +234,7 @@ func (j *Joiner) AddProcess(now time.Time, in Process) []Update {
 // AddExit records a process exit.
 func (j *Joiner) AddExit(now time.Time, e Exit) []Update {
 	j.stats.ExitsAdded++
-	p := j.procs[e.ProcessID]
+	p := j.procs.get(e.ProcessID)
 	if p == nil {
 		if len(j.orphans) >= j.cfg.MaxPending {
 			j.stats.EvictedExits++
@@ -282,14 +282,14 @@ func (j *Joiner) AddRecord(now time.Time, rec auditlog.ExecRecord) []Update {
 // Stats returns the counters.
 func (j *Joiner) Stats() Stats {
 	s := j.stats
-	s.Processes, s.Pending, s.Records = len(j.procs), len(j.pending), len(j.recs)
+	s.Processes, s.Pending, s.Records = j.procs.len(), len(j.pending), len(j.recs)
 	s.RecordBytes, s.ProcessBytes, s.DeniedRecords = j.recBytes+j.intern.bytes, j.procsBytes(), j.denied
 	return s
 }
 
 // Process returns the current state of one process, if held.
 func (j *Joiner) Process(processID string) (Process, bool) {
-	p := j.procs[processID]
+	p := j.procs.get(processID)
 	if p == nil {
 		return Process{}, false
 	}
@@ -329,7 +329,7 @@ func (j *Joiner) enqueue(id string) {
 // dependents (children, and descendants of unverified roots).
 func (j *Joiner) settle() {
 	// Results only copy along acyclic lineage, but guard against bad input.
-	budget := 4*len(j.procs) + 1024
+	budget := 4*j.procs.len() + 1024
 	defer func(start int) {
 		if start-budget > bigMap {
 			// A Go map keeps its buckets when emptied: let a big one go.
@@ -341,7 +341,7 @@ func (j *Joiner) settle() {
 		id := j.work[0]
 		j.work = j.work[1:]
 		delete(j.queued, id)
-		p := j.procs[id]
+		p := j.procs.get(id)
 		if p == nil {
 			continue
 		}
@@ -380,7 +380,7 @@ func (j *Joiner) flush() []Update {
 		}
 	}
 	for id := range j.dirtyProcs {
-		if p := j.procs[id]; p != nil {
+		if p := j.procs.get(id); p != nil {
 			ap := p.output()
 			out = append(out, Update{Process: &ap})
 		}

@@ -45,11 +45,11 @@ func liveProcesses(b *testing.B, sessions, perSession int) {
 			}
 		}},
 		{"procs-map-B/process", func() {
-			kept = make([]*proc, 0, len(j.procs))
-			for _, p := range j.procs {
+			kept = make([]*proc, 0, j.procs.len())
+			for p := range j.procs.all() {
 				kept = append(kept, p)
 			}
-			j.procs = nil
+			j.procs = ptable{}
 			held += int64(8 * cap(kept)) // kept's own array is no process's
 		}},
 		{"procs-B/process", func() { held, kept = held-int64(8*cap(kept)), nil }},

@@ -169,7 +169,7 @@ func (j *Joiner) own(p *proc, in *Process) {
 // sameID returns id as the held process of that ID spells it, so that a
 // hundred children name their parent with one string, not a hundred.
 func (j *Joiner) sameID(id string) string {
-	if p := j.procs[id]; p != nil {
+	if p := j.procs.get(id); p != nil {
 		return p.in.ProcessID
 	}
 	return id

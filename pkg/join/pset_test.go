@@ -54,3 +54,41 @@ func TestPsetMatchesMap(t *testing.T) {
 		t.Fatal("a nil pset is not empty")
 	}
 }
+
+// TestPtableMatchesMap: a ptable holds what a map of the same puts and
+// deletes holds, through growth and shrinking.
+func TestPtableMatchesMap(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	procs := make([]*proc, 3000)
+	for i := range procs {
+		procs[i] = &proc{in: procInfo{ProcessID: procKey(i)}}
+	}
+	tab := newPtable()
+	want := map[string]*proc{}
+	for op := range 100_000 {
+		p := procs[rng.Intn(len(procs))]
+		id := p.in.ProcessID
+		if ((op/20_000)%2 == 0) == (rng.Intn(4) > 0) {
+			if want[id] == nil {
+				tab.put(p)
+				want[id] = p
+			}
+		} else {
+			tab.del(id)
+			delete(want, id)
+		}
+		if tab.len() != len(want) {
+			t.Fatalf("op %d: %d held, want %d", op, tab.len(), len(want))
+		}
+		if op%997 == 0 {
+			for _, q := range procs {
+				if got := tab.get(q.in.ProcessID); got != want[q.in.ProcessID] {
+					t.Fatalf("op %d: get %q: %p, want %p", op, q.in.ProcessID, got, want[q.in.ProcessID])
+				}
+			}
+			if n := len(slices.Collect(tab.all())); n != len(want) {
+				t.Fatalf("op %d: all yields %d, want %d", op, n, len(want))
+			}
+		}
+	}
+}

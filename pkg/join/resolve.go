@@ -272,7 +272,7 @@ func differ(a, b string) bool { return a != "" && b != "" && a != b }
 func (j *Joiner) vouched(p *proc, id string) bool {
 	anc := j.parentOf(p)
 	if anc == nil && p.in.SessionRootID != p.in.ProcessID {
-		if root := j.procs[p.in.SessionRootID]; root != nil {
+		if root := j.procs.get(p.in.SessionRootID); root != nil {
 			anc = &parentView{res: root.res, sh: root.in.procShared}
 		}
 	}
@@ -288,7 +288,7 @@ func (j *Joiner) vouched(p *proc, id string) bool {
 // parentOf returns p's parent as held now, or as last seen if it has left
 // memory since: forgetting an exited parent must not change the child.
 func (j *Joiner) parentOf(p *proc) *parentView {
-	if par := j.procs[p.in.ParentProcessID]; par != nil && par != p {
+	if par := j.procs.get(p.in.ParentProcessID); par != nil && par != p {
 		if p.parent.res == nil {
 			p.parent.res = noResult
 		}
