@@ -44,7 +44,7 @@ const footprintFloor = 64 << 20
 // GOGC alone a heap grows to twice its live bytes and keeps the pages, so
 // 40 MiB of processes held cost 80 MiB of RSS. Past footprintFloor it sets
 // the soft memory limit to the live heap and two thirds (and what the
-// runtime holds besides its heap): the collector runs about a fifth more
+// runtime holds besides its heap): the collector runs a fifth to a third more
 // often over a burst, and only when the heap is large, and the scavenger
 // returns what the limit leaves over. (Half collects twice as often for no
 // less RSS in BenchmarkLiveProcesses100k.) It never raises the limit above
