@@ -46,9 +46,9 @@ const footprintFloor = 64 << 20
 // the soft memory limit to the live heap and two thirds (and what the
 // runtime holds besides its heap): the collector runs a fifth to a third more
 // often over a burst, and only when the heap is large, and the scavenger
-// returns what the limit leaves over. (Half collects twice as often for no
-// less RSS in BenchmarkLiveProcesses100k.) It never raises the limit above
-// cap (the container's, set by the command; 0: none).
+// returns what the limit leaves over. (Half collected 40% more often for
+// about the same RSS in BenchmarkLiveProcesses100k.) It never raises the
+// limit above cap (the container's, set by the command; 0: none).
 type footprint struct {
 	cap     int64
 	set     int64 // the limit last set, 0: none yet
