@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"syscall"
 	"time"
@@ -203,6 +205,10 @@ func (o *runOptions) run(ctx context.Context, log zerolog.Logger) (err error) {
 	// The heuristic leaves a bridged request to its bridge root only when
 	// the kernel captures the bridge's key.
 	o.agent.Join.BridgeCaptured = !o.noCapture && slices.Contains(o.capture.cfg.Keys, o.capture.cfg.BridgeKey)
+	// The agent keeps its footprint under the limit memoryLimit set, if any.
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		o.agent.MemoryLimit = l
+	}
 	ag, err := agent.New(o.agent, res, writer, log, reg, agentOpts...)
 	if err != nil {
 		return err

@@ -49,6 +49,10 @@ type Config struct {
 	// alerts_wait.go); past it the oldest is judged at once, its alerts
 	// marked early.
 	MaxDeferredAlerts int
+	// MemoryLimit caps the Go soft memory limit the agent sets to keep its
+	// footprint near what it holds (footprint): the container's, which
+	// the command sets from the cgroup; 0: none.
+	MemoryLimit int64
 }
 
 // Defaults for Config.
@@ -130,7 +134,8 @@ type Agent struct {
 
 	stats    atomic.Pointer[lossStats] // the run loop's latest snapshot, for scrapes
 	release  memoryRelease             // owned by the run loop
-	sessions sessionCache              // owned by the run loop
+	mem      *footprint                // likewise
+	sessions sessionCache              // likewise
 
 	alerter       Alerter
 	outlet        AlertOutlet
@@ -154,7 +159,7 @@ func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus
 		cfg: cfg, log: log.With().Str("component", "agent").Logger(), joiner: j,
 		merger: auditlog.NewMerger(auditlog.MergerConfig{MaxRecords: cfg.MaxRecords, MaxBytes: cfg.MaxRecordBytes,
 			Size: join.RecordBytes}),
-		meta: res, sink: sink, now: time.Now,
+		meta: res, sink: sink, now: time.Now, mem: newFootprint(cfg.MemoryLimit),
 		procs: make(chan []procItem, max(1, cfg.Queue/maxBurst)), audit: make(chan auditBatch, 64),
 		events: f.NewCounterVec(prometheus.CounterOpts{Name: "correlator_agent_events_total",
 			Help: "Events taken into the join, by kind."}, []string{"kind"}),
@@ -219,6 +224,7 @@ func (a *Agent) AuditSink() auditlog.Sink {
 func (a *Agent) Run(ctx context.Context) error {
 	tick := time.NewTicker(a.cfg.ExpireEvery)
 	defer tick.Stop()
+	defer a.mem.restore()
 	var looked chan lookedUp
 	if a.lookup != nil {
 		a.lookup.run(ctx)

@@ -21,6 +21,7 @@ type lossStats struct {
 func (a *Agent) publishStats() {
 	st := a.joiner.Stats()
 	a.release.observe(st) // before the snapshot: whoever waits on it sees the pages returned
+	a.mem.observe()
 	a.stats.Store(&lossStats{join: st, merger: a.merger.Stats().Evicted, labels: a.labels.shed()})
 }
 

@@ -81,27 +81,29 @@ func extraBytes(m map[string][]string) int {
 // agent's lookup brings it back when a process names it again).
 const maxSpares = 64
 
-// procFixedBytes is a held process's heap beyond its strings: the proc,
-// its parentView, and its slots in the maps and queues that index it
-// (measured: about 450 bytes a process, BenchmarkLiveProcesses100k in
-// pkg/agent).
-const procFixedBytes = 224 + 224
+// procFixedBytes is a held process's heap beyond its strings: the proc
+// (144) and its slots in the maps, sets and queue that index it (measured
+// by BenchmarkJoinLiveProcesses at 100 a session: procs 21, queue 37,
+// deps 13, its ID's carriers 15, its session's members 12; sets of few
+// cost more a process).
+const procFixedBytes = 144 + 112
+
+// procRareBytes is a procRare's heap.
+const procRareBytes = 112
 
 // procBytes estimates what p holds, less what it shares (j.shares,
-// j.results, j.argv: they charge themselves).
+// j.results, j.images: they charge themselves).
 func procBytes(p *proc) int {
 	in := &p.in
-	n := procFixedBytes + len(in.ProcessID) + len(in.ParentProcessID) + len(in.Filename) + len(in.SessionRootID)
-	if keyLen(in.Argv...) > internMaxLen {
-		n += listBytes(in.Argv) // not shared (j.argv)
-	}
+	n := procFixedBytes + len(in.ProcessID) + len(in.ParentProcessID)
+	n += in.ownBytes() // an image too long to share (j.images)
 	if p.exit != nil {
 		n += 32 + 32 // exitInfo, and its exitq entry
 	}
-	if p.first != nil {
-		n += listBytes(p.first)
+	if p.rare != nil {
+		n += procRareBytes + listBytes(p.rare.first) + len(p.rare.held)
 	}
-	return n + len(p.held)
+	return n
 }
 
 // sizeProc re-estimates p after it changed.
@@ -113,13 +115,13 @@ func (j *Joiner) sizeProc(p *proc) {
 
 // evictProcesses enforces MaxProcesses and MaxProcessBytes, oldest first.
 func (j *Joiner) evictProcesses() {
-	for len(j.procs) > j.cfg.MaxProcesses || j.procsBytes() > j.cfg.MaxProcessBytes {
-		e, ok := j.procq.peek()
+	for j.procs.len() > j.cfg.MaxProcesses || j.procsBytes() > j.cfg.MaxProcessBytes {
+		e, ok := j.procq.peek(evictHead)
 		if !ok {
 			return
 		}
-		j.procq.pop()
-		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
+		j.procq.pop(evictHead)
+		if p := j.procs.get(e.id); p != nil && p.seq == e.seq {
 			j.stats.EvictedProcesses++
 			j.removeProc(p)
 		}

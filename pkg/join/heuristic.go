@@ -159,7 +159,7 @@ func (j *Joiner) advance(now time.Time) {
 	due := qtime(j.now)
 	for j.windowq.Len() > 0 && j.windowq.items[0].t <= due {
 		e := j.windowq.pop()
-		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
+		if p := j.procs.get(e.id); p != nil && p.seq == e.seq {
 			p.awaiting = false
 			j.enqueue(e.id)
 		}
@@ -218,7 +218,7 @@ func (j *Joiner) setHeld(p *proc, pk string, cands []candidate, closed bool) {
 	if closed && len(cands) == 1 && pk != "" {
 		held = pk + "\x00" + cands[0].auditID
 	}
-	if held == p.held {
+	if held == p.held() {
 		return
 	}
 	j.dropHeld(p)
@@ -226,7 +226,7 @@ func (j *Joiner) setHeld(p *proc, pk string, cands []candidate, closed bool) {
 		return
 	}
 	j.heldPod[held]++
-	p.held = held
+	p.rareFields().held = held
 	if j.heldPod[held] <= 2 {
 		j.heldChanged(held, p)
 	}
@@ -234,11 +234,11 @@ func (j *Joiner) setHeld(p *proc, pk string, cands []candidate, closed bool) {
 
 // dropHeld removes p from j.heldPod.
 func (j *Joiner) dropHeld(p *proc) {
-	if p.held == "" {
+	held := p.held()
+	if held == "" {
 		return
 	}
-	held := p.held
-	p.held = ""
+	p.rare.held = ""
 	n := j.heldPod[held] - 1
 	if n <= 0 {
 		delete(j.heldPod, held)
@@ -268,7 +268,7 @@ func (j *Joiner) heldChanged(held string, p *proc) {
 func (j *Joiner) heldByOther(p *proc, pk, key string) bool {
 	k := pk + "\x00" + key
 	n := j.heldPod[k]
-	if p.held == k {
+	if p.held() == k {
 		n--
 	}
 	return n > 0

@@ -1,7 +1,6 @@
 package join
 
 import (
-	"math"
 	"time"
 
 	"github.com/execid/correlator/pkg/vocab"
@@ -9,7 +8,7 @@ import (
 
 // idState indexes the processes carrying one captured audit ID.
 type idState struct {
-	procs map[string]struct{}
+	procs pset
 	// containers counts, by container ID, carriers without pod metadata;
 	// anchors counts verified roots. Both fix which container the ID
 	// belongs to when metadata cannot.
@@ -21,16 +20,16 @@ type idState struct {
 func (j *Joiner) index(p *proc) {
 	in := &p.in
 	if in.ParentProcessID != "" && in.ParentProcessID != in.ProcessID {
-		addTo(j.deps, in.ParentProcessID, in.ProcessID)
+		fileProc(j.deps, in.ParentProcessID, p)
 	}
 	if r := in.SessionRootID; r != "" && r != in.ProcessID && r != in.ParentProcessID {
-		addTo(j.deps, r, in.ProcessID)
+		fileProc(j.deps, r, p)
 	}
 	if v := in.SPO.Value; v != "" {
-		addTo(j.spoProcs, v, in.ProcessID)
+		fileProc(j.spoProcs, v, p)
 	}
 	if v := p.bridgeKey(); v != "" {
-		addTo(j.spoProcs, v, in.ProcessID)
+		fileProc(j.spoProcs, v, p)
 		if isBridgeRoot(p) {
 			j.addRoot(v, p)
 		}
@@ -41,24 +40,24 @@ func (j *Joiner) index(p *proc) {
 	}
 	st := j.ids[id]
 	if st == nil {
-		st = &idState{procs: map[string]struct{}{}, containers: map[string]int{}, anchors: map[string]int{}}
+		st = &idState{}
 		j.ids[id] = st
 	}
-	st.procs[in.ProcessID] = struct{}{}
+	st.procs.add(p)
 	changed := false
 	if in.Pod == "" && in.ContainerID != "" {
-		changed = bump(st.containers, in.ContainerID, 1) || changed
+		changed = bump(&st.containers, in.ContainerID, 1) || changed
 	}
 	if isAnchor(p) {
-		changed = bump(st.anchors, in.ContainerID, 1) || changed
+		changed = bump(&st.anchors, in.ContainerID, 1) || changed
 	}
 	if isRoot(p) {
 		j.addRoot(id, p)
 	}
 	if changed {
 		// Which container the ID belongs to moved: every carrier re-checks.
-		for pid := range st.procs {
-			j.enqueue(pid)
+		for q := range st.procs.all() {
+			j.enqueue(q.in.ProcessID)
 		}
 	}
 }
@@ -68,30 +67,30 @@ func (j *Joiner) index(p *proc) {
 func (j *Joiner) unindex(p *proc) {
 	in := &p.in
 	if in.ParentProcessID != "" {
-		removeFrom(j.deps, in.ParentProcessID, in.ProcessID)
+		unfileProc(j.deps, in.ParentProcessID, p)
 	}
 	if in.SessionRootID != "" {
-		removeFrom(j.deps, in.SessionRootID, in.ProcessID)
+		unfileProc(j.deps, in.SessionRootID, p)
 	}
 	if v := in.SPO.Value; v != "" {
-		removeFrom(j.spoProcs, v, in.ProcessID)
+		unfileProc(j.spoProcs, v, p)
 	}
 	if v := p.bridgeKey(); v != "" {
-		removeFrom(j.spoProcs, v, in.ProcessID)
+		unfileProc(j.spoProcs, v, p)
 	}
 	id := p.auditKey()
 	st := j.ids[id]
 	if st == nil {
 		return
 	}
-	delete(st.procs, in.ProcessID)
+	st.procs.remove(p)
 	if in.Pod == "" && in.ContainerID != "" {
-		bump(st.containers, in.ContainerID, -1)
+		bump(&st.containers, in.ContainerID, -1)
 	}
 	if isAnchor(p) {
-		bump(st.anchors, in.ContainerID, -1)
+		bump(&st.anchors, in.ContainerID, -1)
 	}
-	if len(st.procs) == 0 {
+	if st.procs.len() == 0 {
 		delete(j.ids, id)
 		j.forgetRoots(id)
 	}
@@ -102,15 +101,19 @@ func isAnchor(p *proc) bool {
 	return p.in.Captured.Source == vocab.SourceEnv && p.in.ContainerID != "" && !p.hasFlag(vocab.FlagRootUnverified)
 }
 
-// bump adjusts a count and reports whether the key set changed.
-func bump(m map[string]int, k string, d int) bool {
-	n := m[k] + d
+// bump adjusts a count and reports whether the key set changed; *m is
+// made on first use (most IDs have neither kind of entry).
+func bump(m *map[string]int, k string, d int) bool {
+	n := (*m)[k] + d
 	if n <= 0 {
-		_, had := m[k]
-		delete(m, k)
+		_, had := (*m)[k]
+		delete(*m, k)
 		return had
 	}
-	m[k] = n
+	if *m == nil {
+		*m = map[string]int{}
+	}
+	(*m)[k] = n
 	return n == d
 }
 
@@ -120,9 +123,9 @@ func bump(m map[string]int, k string, d int) bool {
 func (j *Joiner) Expire(now time.Time) []Update {
 	ttl := j.cfg.PendingTTL
 	due := qtime(now.Add(-ttl)) // entries at or before due are past the TTL
-	for e, ok := j.pendq.peek(); ok && e.t <= due; e, ok = j.pendq.peek() {
-		j.pendq.pop()
-		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
+	for e, ok := j.procq.peek(pendHead); ok && e.t <= due; e, ok = j.procq.peek(pendHead) {
+		j.procq.pop(pendHead)
+		if p := j.procs.get(e.id); p != nil && p.seq == e.seq {
 			if _, pending := j.pending[e.id]; pending {
 				j.stats.Expired++
 			}
@@ -136,7 +139,7 @@ func (j *Joiner) Expire(now time.Time) []Update {
 	out := j.flush()
 	for e, ok := j.exitq.peek(); ok && e.t <= due; e, ok = j.exitq.peek() {
 		j.exitq.pop()
-		if p := j.procs[e.id]; p != nil && p.seq == e.seq {
+		if p := j.procs.get(e.id); p != nil && p.seq == e.seq {
 			j.removeProc(p)
 		}
 	}
@@ -172,9 +175,9 @@ func (j *Joiner) expire(p *proc) {
 
 // expireOldest makes room in the pending set by ending the oldest wait.
 func (j *Joiner) expireOldest() {
-	for e, ok := j.pendq.peek(); ok; e, ok = j.pendq.peek() {
-		j.pendq.pop()
-		p := j.procs[e.id]
+	for e, ok := j.procq.peek(pendHead); ok; e, ok = j.procq.peek(pendHead) {
+		j.procq.pop(pendHead)
+		p := j.procs.get(e.id)
 		if p == nil || p.seq != e.seq || p.expired {
 			continue
 		}
@@ -191,14 +194,15 @@ func (j *Joiner) expireOldest() {
 // live reports whether a process still running carries or is attributed
 // to the record's session; new descendants may still need it.
 func (j *Joiner) live(rs *recSet) bool {
-	for pid := range rs.members {
-		if p := j.procs[pid]; p != nil && !p.exited() {
+	for m := range rs.members.all() {
+		// By ID, as ever: a member is a process of that ID.
+		if p := j.procs.get(m.in.ProcessID); p != nil && !p.exited() {
 			return true
 		}
 	}
 	if st := j.ids[rs.id]; st != nil {
-		for pid := range st.procs {
-			if p := j.procs[pid]; p != nil && !p.exited() {
+		for p := range st.procs.all() { // all held
+			if !p.exited() {
 				return true
 			}
 		}
@@ -214,98 +218,29 @@ func (j *Joiner) removeProc(p *proc) {
 	j.dropHeld(p)
 	if p.res.counted() {
 		if rs := j.recOf(p.res.auditID); rs != nil {
-			delete(rs.members, id)
+			rs.members.remove(p)
 		}
 	}
 	// A verified root's pairing outlives it (j.roots): it still started its
 	// session, so no later root may take its request.
 	delete(j.pending, id)
 	delete(j.deps, id)
-	delete(j.procs, id)
+	j.procs.del(id)
 	delete(j.dirtyProcs, id)
 	j.procBytes -= int(p.size)
 	j.disown(&p.in)
 	j.results.release(p.res)
-	if p.parent != nil {
+	if p.parent.res != nil {
 		j.results.release(p.parent.res)
-	}
-}
-
-// queue is a FIFO with lazy deletion: entries whose seq no longer matches
-// are skipped by the reader.
-type queue struct {
-	items []qent
-	head  int
-}
-
-type qent struct {
-	id  string
-	seq uint64
-	t   int64 // qtime: an entry is 32 bytes, not 48 with a time.Time
-}
-
-func (q *queue) push(id string, seq uint64, t time.Time) {
-	q.requeue(qent{id: id, seq: seq, t: qtime(t)})
-}
-
-func (q *queue) requeue(e qent) { q.items = append(q.items, e) }
-
-// qtime is t in Unix nanoseconds, clamped to what an int64 holds (the zero
-// time comes first). Queue deadlines thus follow the wall clock, as exit
-// times (the kernel's) always did.
-func qtime(t time.Time) int64 {
-	switch {
-	case t.Before(qtimeMin):
-		return math.MinInt64
-	case t.After(qtimeMax):
-		return math.MaxInt64
-	}
-	return t.UnixNano()
-}
-
-var qtimeMin, qtimeMax = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
-
-// size is the number of entries, stale ones included.
-func (q *queue) size() int { return len(q.items) - q.head }
-
-// compact drops stale entries once they outnumber live ones, so a queue whose
-// head is a long-lived process cannot grow without bound behind it.
-func (q *queue) compact(live int, keep func(qent) bool) {
-	if q.size() <= 2*live+1024 {
-		return
-	}
-	kept := make([]qent, 0, live)
-	for _, e := range q.items[q.head:] {
-		if keep(e) {
-			kept = append(kept, e)
-		}
-	}
-	q.items, q.head = kept, 0
-}
-
-func (q *queue) peek() (qent, bool) {
-	if q.head >= len(q.items) {
-		return qent{}, false
-	}
-	return q.items[q.head], true
-}
-
-func (q *queue) pop() {
-	q.items[q.head] = qent{}
-	q.head++
-	// Compact once the dead prefix dominates.
-	if q.head > 1024 && q.head > len(q.items)/2 {
-		q.items = append([]qent(nil), q.items[q.head:]...)
-		q.head = 0
+		j.shares.release(p.parent.sh)
 	}
 }
 
 // compactQueues drops entries for processes and records already gone.
 func (j *Joiner) compactQueues() {
-	heldProc := func(e qent) bool { p := j.procs[e.id]; return p != nil && p.seq == e.seq }
-	j.procq.compact(len(j.procs), heldProc)
-	j.pendq.compact(len(j.procs), func(e qent) bool { return heldProc(e) && !j.procs[e.id].expired })
-	j.exitq.compact(len(j.procs), heldProc)
+	heldProc := func(e qent) bool { p := j.procs.get(e.id); return p != nil && p.seq == e.seq }
+	j.procq.compact(j.procs.len(), heldProc)
+	j.exitq.compact(j.procs.len(), heldProc)
 	heldRec := func(e qent) bool { rs := j.recs[e.id]; return rs != nil && rs.seq == e.seq }
 	j.recq.compact(len(j.recs), heldRec)
 	j.deniedq.compact(j.denied, func(e qent) bool { return heldRec(e) && j.recs[e.id].denied })
@@ -346,47 +281,30 @@ func shrunk[K comparable, V any](m map[K]V, peak *int) map[K]V {
 // shrinkMaps lets the long-lived maps shed what a burst left behind.
 func (j *Joiner) shrinkMaps() {
 	p := &j.peaks
-	j.procs, j.deps, j.ids = shrunk(j.procs, &p[0]), shrunk(j.deps, &p[1]), shrunk(j.ids, &p[2])
+	j.deps, j.ids = shrunk(j.deps, &p[1]), shrunk(j.ids, &p[2]) // j.procs shrinks itself
 	j.spoProcs, j.recs, j.pending = shrunk(j.spoProcs, &p[3]), shrunk(j.recs, &p[4]), shrunk(j.pending, &p[5])
 	j.orphans, j.recsPod, j.rootsPod = shrunk(j.orphans, &p[6]), shrunk(j.recsPod, &p[7]), shrunk(j.rootsPod, &p[8])
 }
 
-// deadlines is a min-heap of queue entries by time: the roots waiting for
-// their heuristic window to close, which do not arrive in deadline order.
-type deadlines struct{ items []qent }
-
-func (d *deadlines) Len() int { return len(d.items) }
-
-func (d *deadlines) push(e qent) {
-	d.items = append(d.items, e)
-	for i := len(d.items) - 1; i > 0; {
-		up := (i - 1) / 2
-		if d.items[up].t <= d.items[i].t {
-			break
-		}
-		d.items[up], d.items[i] = d.items[i], d.items[up]
-		i = up
+// addTo and removeFrom keep a map of sets, dropping emptied sets.
+func addTo[V comparable](m map[string]map[V]struct{}, k string, v V) bool {
+	s := m[k]
+	if s == nil {
+		s = map[V]struct{}{}
+		m[k] = s
 	}
+	if _, ok := s[v]; ok {
+		return false
+	}
+	s[v] = struct{}{}
+	return true
 }
 
-func (d *deadlines) pop() qent {
-	top := d.items[0]
-	last := len(d.items) - 1
-	d.items[0] = d.items[last]
-	d.items = d.items[:last]
-	for i := 0; ; {
-		small, l, r := i, 2*i+1, 2*i+2
-		if l < last && d.items[l].t < d.items[small].t {
-			small = l
+func removeFrom[V comparable](m map[string]map[V]struct{}, k string, v V) {
+	if s := m[k]; s != nil {
+		delete(s, v)
+		if len(s) == 0 {
+			delete(m, k)
 		}
-		if r < last && d.items[r].t < d.items[small].t {
-			small = r
-		}
-		if small == i {
-			break
-		}
-		d.items[i], d.items[small] = d.items[small], d.items[i]
-		i = small
 	}
-	return top
 }

@@ -121,38 +121,39 @@ type Joiner struct {
 	cfg Config
 	log zerolog.Logger
 
-	procs map[string]*proc
-	deps  map[string]map[string]struct{} // processID -> processes whose result reads it
+	procs ptable
+	deps  map[string]*pset // processID -> processes whose result reads it
 	// recsVersion counts changes to recs (RecordsVersion).
 	recsVersion uint64
-	ids         map[string]*idState            // captured audit ID -> processes carrying it
-	spoProcs    map[string]map[string]struct{} // SPO value -> processes carrying it
-	recs        map[string]*recSet             // audit ID -> its request(s)
-	spo         map[string][]string            // SPO value -> audit IDs annotated with it
-	recsPod     map[string]map[string]struct{} // namespace/pod -> audit IDs
-	rootsPod    map[string]map[string]struct{} // namespace/pod -> ID-less exec roots within TTL
-	roots       map[string]map[string]rootInfo // audit ID -> its verified roots, by processID
-	pairs       map[string]*pairing            // audit ID -> its pairing, made on demand
-	heldPod     map[string]int                 // pod and session key -> settled ID-less roots with it as only candidate
+	ids         map[string]*idState             // captured audit ID -> processes carrying it
+	spoProcs    map[string]*pset                // SPO value -> processes carrying it
+	recs        map[string]*recSet              // audit ID -> its request(s)
+	spo         map[string][]string             // SPO value -> audit IDs annotated with it
+	recsPod     map[string]map[string]struct{}  // namespace/pod -> audit IDs
+	rootsPod    map[string]map[string]struct{}  // namespace/pod -> ID-less exec roots within TTL
+	roots       map[string]map[string]*rootInfo // audit ID -> its verified roots, by processID
+	pairs       map[string]*pairing             // audit ID -> its pairing, made on demand
+	heldPod     map[string]int                  // pod and session key -> settled ID-less roots with it as only candidate
 	pending     map[string]struct{}
 	orphans     map[string]Exit // exits that came before their exec
 
-	pendq, procq, exitq, recq queue
-	rootq                     queue     // IDs in j.roots, oldest first
-	windowq                   deadlines // ID-less roots waiting for their window to close
-	now                       time.Time // the latest time the joiner was given
-	rootCount                 int       // roots in j.roots
-	deniedq                   queue     // refused records, oldest first
-	seq                       uint64
-	stats                     Stats
+	procq       procQueue // held processes, oldest first: evictHead and pendHead
+	exitq, recq queue
+	rootq       queue     // IDs in j.roots, oldest first
+	windowq     deadlines // ID-less roots waiting for their window to close
+	now         time.Time // the latest time the joiner was given
+	rootCount   int       // roots in j.roots
+	deniedq     queue     // refused records, oldest first
+	seq         uint64
+	stats       Stats
 
 	intern    *interner
-	shares    *shares   // what held processes repeat, charged to processes
-	results   *results  // the processes' results, likewise
-	argv      *interner // the processes' argv, likewise
-	recBytes  int       // estimated heap of held records, less what intern holds
-	procBytes int       // estimated heap of held processes, less what they share
-	denied    int       // held records whose every request was refused
+	shares    *shares  // what held processes repeat, charged to processes
+	results   *results // the processes' results, likewise
+	images    *images  // the processes' images, likewise
+	recBytes  int      // estimated heap of held records, less what intern holds
+	procBytes int      // estimated heap of held processes, less what they share
+	denied    int      // held records whose every request was refused
 
 	peaks [9]int // high-water marks of the maps shrinkMaps tends
 
@@ -170,15 +171,15 @@ func New(cfg Config, log zerolog.Logger) (*Joiner, error) {
 	return &Joiner{
 		cfg:        cfg,
 		log:        log.With().Str("component", "join").Logger(),
-		procs:      map[string]*proc{},
-		deps:       map[string]map[string]struct{}{},
+		procs:      newPtable(),
+		deps:       map[string]*pset{},
 		ids:        map[string]*idState{},
-		spoProcs:   map[string]map[string]struct{}{},
+		spoProcs:   map[string]*pset{},
 		recs:       map[string]*recSet{},
 		spo:        map[string][]string{},
 		recsPod:    map[string]map[string]struct{}{},
 		rootsPod:   map[string]map[string]struct{}{},
-		roots:      map[string]map[string]rootInfo{},
+		roots:      map[string]map[string]*rootInfo{},
 		pairs:      map[string]*pairing{},
 		heldPod:    map[string]int{},
 		pending:    map[string]struct{}{},
@@ -186,7 +187,7 @@ func New(cfg Config, log zerolog.Logger) (*Joiner, error) {
 		intern:     newInterner(),
 		shares:     newShares(),
 		results:    newResults(),
-		argv:       newInterner(),
+		images:     newImages(),
 		queued:     map[string]struct{}{},
 		dirtyProcs: map[string]struct{}{},
 		dirtySess:  map[string]struct{}{},
@@ -200,13 +201,13 @@ func (j *Joiner) AddProcess(now time.Time, in Process) []Update {
 		return nil
 	}
 	j.stats.ProcessesAdded++
-	p := j.procs[in.ProcessID]
+	p := j.procs.get(in.ProcessID)
 	if p == nil {
 		j.seq++
-		p = &proc{in: j.own(&in), seq: j.seq, res: noResult}
-		j.procs[in.ProcessID] = p
+		p = &proc{seq: j.seq, res: noResult}
+		j.own(p, &in)
+		j.procs.put(p)
 		j.procq.push(in.ProcessID, j.seq, now)
-		j.pendq.push(in.ProcessID, j.seq, now)
 		if e, ok := j.orphans[in.ProcessID]; ok {
 			delete(j.orphans, in.ProcessID)
 			p.setExit(e)
@@ -222,8 +223,8 @@ func (j *Joiner) AddProcess(now time.Time, in Process) []Update {
 	j.dirtyProcs[p.in.ProcessID] = struct{}{} // the row is new or changed
 	j.enqueue(p.in.ProcessID)
 	// Children seen first may stop being exec roots now their parent is known.
-	for id := range j.deps[p.in.ProcessID] {
-		j.enqueue(id)
+	for d := range j.deps[p.in.ProcessID].all() {
+		j.enqueue(d.in.ProcessID)
 	}
 	j.advance(now)
 	j.settle()
@@ -235,7 +236,7 @@ func (j *Joiner) AddProcess(now time.Time, in Process) []Update {
 // AddExit records a process exit.
 func (j *Joiner) AddExit(now time.Time, e Exit) []Update {
 	j.stats.ExitsAdded++
-	p := j.procs[e.ProcessID]
+	p := j.procs.get(e.ProcessID)
 	if p == nil {
 		if len(j.orphans) >= j.cfg.MaxPending {
 			j.stats.EvictedExits++
@@ -283,14 +284,14 @@ func (j *Joiner) AddRecord(now time.Time, rec auditlog.ExecRecord) []Update {
 // Stats returns the counters.
 func (j *Joiner) Stats() Stats {
 	s := j.stats
-	s.Processes, s.Pending, s.Records = len(j.procs), len(j.pending), len(j.recs)
+	s.Processes, s.Pending, s.Records = j.procs.len(), len(j.pending), len(j.recs)
 	s.RecordBytes, s.ProcessBytes, s.DeniedRecords = j.recBytes+j.intern.bytes, j.procsBytes(), j.denied
 	return s
 }
 
 // Process returns the current state of one process, if held.
 func (j *Joiner) Process(processID string) (Process, bool) {
-	p := j.procs[processID]
+	p := j.procs.get(processID)
 	if p == nil {
 		return Process{}, false
 	}
@@ -314,7 +315,7 @@ func (j *Joiner) Session(key string) (Session, bool) {
 
 // procsBytes estimates the heap the processes hold, shared values included.
 func (j *Joiner) procsBytes() int {
-	return j.procBytes + j.shares.bytes + j.results.bytes + j.argv.bytes
+	return j.procBytes + j.shares.bytes + j.results.bytes + j.images.bytes
 }
 
 // enqueue schedules a process for re-resolution in the current settle.
@@ -326,34 +327,11 @@ func (j *Joiner) enqueue(id string) {
 	j.work = append(j.work, id)
 }
 
-// enqueueRecord schedules everything a change to record id can affect.
-func (j *Joiner) enqueueRecord(id string) {
-	if st := j.ids[id]; st != nil {
-		for pid := range st.procs {
-			j.enqueue(pid)
-		}
-	}
-	rs := j.recs[id]
-	if rs == nil {
-		return
-	}
-	for _, v := range rs.spo {
-		for pid := range j.spoProcs[v] {
-			j.enqueue(pid)
-		}
-	}
-	for _, pk := range rs.pods {
-		for pid := range j.rootsPod[pk] {
-			j.enqueue(pid)
-		}
-	}
-}
-
 // settle re-resolves queued processes until nothing changes, following
 // dependents (children, and descendants of unverified roots).
 func (j *Joiner) settle() {
 	// Results only copy along acyclic lineage, but guard against bad input.
-	budget := 4*len(j.procs) + 1024
+	budget := 4*j.procs.len() + 1024
 	defer func(start int) {
 		if start-budget > bigMap {
 			// A Go map keeps its buckets when emptied: let a big one go.
@@ -365,7 +343,7 @@ func (j *Joiner) settle() {
 		id := j.work[0]
 		j.work = j.work[1:]
 		delete(j.queued, id)
-		p := j.procs[id]
+		p := j.procs.get(id)
 		if p == nil {
 			continue
 		}
@@ -379,8 +357,8 @@ func (j *Joiner) settle() {
 		j.dirtyProcs[id] = struct{}{}
 		j.moveSession(p, &old.result, &res)
 		j.results.release(old)
-		for d := range j.deps[id] {
-			j.enqueue(d)
+		for d := range j.deps[id].all() {
+			j.enqueue(d.in.ProcessID)
 		}
 	}
 	if len(j.work) > 0 {
@@ -404,7 +382,7 @@ func (j *Joiner) flush() []Update {
 		}
 	}
 	for id := range j.dirtyProcs {
-		if p := j.procs[id]; p != nil {
+		if p := j.procs.get(id); p != nil {
 			ap := p.output()
 			out = append(out, Update{Process: &ap})
 		}

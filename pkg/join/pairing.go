@@ -45,12 +45,44 @@ type rootInfo struct {
 // pairing is the outcome for one audit ID: a session key per request and
 // an outcome per verified root.
 type pairing struct {
-	keys  []string // session key of rs.recs[i]
+	keys []string // session key of rs.recs[i]
+	// roots is the outcome per root; the common single root is held in
+	// oneID and one instead, without a map's few hundred bytes.
 	roots map[string]rootOutcome
+	oneID string
+	one   rootOutcome
 	taken []bool // rs.recs[i] is held by a root, exactly or not
 	// unseen: the merger saw another request under the ID that is not
 	// held here, so no root can be paired exactly.
 	unseen bool
+}
+
+// setRoots files the outcomes of pairRoots.
+func (pr *pairing) setRoots(roots map[string]rootOutcome) {
+	if len(roots) != 1 {
+		pr.roots = roots
+		return
+	}
+	for id, o := range roots {
+		pr.oneID, pr.one = id, o
+	}
+}
+
+// outcome returns what the pairing says of root rid, if it is one.
+func (pr *pairing) outcome(rid string) (rootOutcome, bool) {
+	if pr.oneID != "" {
+		return pr.one, rid == pr.oneID
+	}
+	o, ok := pr.roots[rid]
+	return o, ok
+}
+
+// nroots is the number of roots paired.
+func (pr *pairing) nroots() int {
+	if pr.oneID != "" {
+		return 1
+	}
+	return len(pr.roots)
 }
 
 // rootOutcome is what the pairing says of one verified root.
@@ -141,7 +173,7 @@ func fits(ri *rootInfo, rec *auditlog.ExecRecord, skew time.Duration) bool {
 // root is exact when every valid assignment gives it the same request,
 // ambiguous when they differ, and reused when none gives it one although a
 // request it fits in pod and time exists.
-func pairRoots(recs []*auditlog.ExecRecord, roots map[string]rootInfo, skew time.Duration) (map[string]rootOutcome, []bool) {
+func pairRoots(recs []*auditlog.ExecRecord, roots map[string]*rootInfo, skew time.Duration) (map[string]rootOutcome, []bool) {
 	if len(roots) == 1 {
 		return pairOne(recs, roots, skew)
 	}
@@ -160,7 +192,7 @@ func pairRoots(recs []*auditlog.ExecRecord, roots map[string]rootInfo, skew time
 		ri := roots[id]
 		fit[i], after[i] = make([]bool, len(recs)), make([]bool, len(recs))
 		for q, rec := range recs {
-			fit[i][q] = fits(&ri, rec, skew)
+			fit[i][q] = fits(ri, rec, skew)
 			after[i][q] = fit[i][q] && !ri.start.Before(rec.RequestReceivedTimestamp)
 		}
 	}
@@ -181,7 +213,7 @@ func pairRoots(recs []*auditlog.ExecRecord, roots map[string]rootInfo, skew time
 		case len(seen) == 1 && seen[0] >= 0:
 			o.req = seen[0]
 		case len(seen) == 1:
-			o.reused = cameBefore(&ri, recs, skew)
+			o.reused = cameBefore(ri, recs, skew)
 		default:
 			o.cands = slices.DeleteFunc(slices.Clone(seen), func(q int) bool { return q < 0 })
 		}
@@ -213,19 +245,19 @@ func cameBefore(ri *rootInfo, recs []*auditlog.ExecRecord, skew time.Duration) b
 
 // pairOne is pairRoots for a single root, the common case: every request
 // it fits is a valid pairing of its own.
-func pairOne(recs []*auditlog.ExecRecord, roots map[string]rootInfo, skew time.Duration) (map[string]rootOutcome, []bool) {
+func pairOne(recs []*auditlog.ExecRecord, roots map[string]*rootInfo, skew time.Duration) (map[string]rootOutcome, []bool) {
 	taken := make([]bool, len(recs))
 	for id, ri := range roots {
 		o := rootOutcome{req: -1, bound: ri.bridge != ""}
 		for q, rec := range recs {
-			if fits(&ri, rec, skew) {
+			if fits(ri, rec, skew) {
 				o.cands = append(o.cands, q)
 				taken[q] = true
 			}
 		}
 		switch len(o.cands) {
 		case 0:
-			o.reused = cameBefore(&ri, recs, skew)
+			o.reused = cameBefore(ri, recs, skew)
 		case 1:
 			o.req, o.cands = o.cands[0], nil
 		}
@@ -249,7 +281,7 @@ type enumerator struct {
 	fit   [][]bool
 	after [][]bool // fit, and started after the request by the node's clock
 	ids   []string
-	roots map[string]rootInfo
+	roots map[string]*rootInfo
 	nreq  int
 
 	cur   []int   // request of root i, or -1

@@ -9,9 +9,32 @@ import (
 	"github.com/execid/correlator/pkg/vocab"
 )
 
-// proc is one process held by the joiner.
+// proc is one process held by the joiner. A node may hold hundreds of
+// thousands: what only some processes need is in rare.
 type proc struct {
-	in procInfo
+	in   procInfo
+	seq  uint64
+	exit *exitInfo     // nil while running
+	res  *sharedResult // never nil; never written to
+	rare *procRare     // nil until a re-exec or a heuristic hold needs it
+	// parent is the parent as last seen (res nil: never seen), so a child
+	// keeps what it inherited after the parent leaves memory.
+	parent  parentView
+	size    int32 // estimated heap, for MaxProcessBytes
+	expired bool  // the pending TTL ran out
+	rootPod bool  // indexed in rootsPod under podKey(in.Namespace, in.Pod)
+	// uncovered: flagged uncovered_exec once, and counted then.
+	uncovered bool
+	// awaiting: p is in windowq, to be resolved when its window closes.
+	awaiting bool
+}
+
+// procRare is what few processes hold.
+type procRare struct {
+	// exec is ExecTime when execSet; otherwise ExecTime is in.Start, as it
+	// is but for a re-exec.
+	exec    time.Time
+	execSet bool
 	// first is the argv of the process's first exec, the one the runtime
 	// made for an exec root, once a later exec replaced in.Argv; until then
 	// it is nil and in.Argv is the first. The heuristic scores it.
@@ -19,22 +42,33 @@ type proc struct {
 	firstAt time.Time
 	// firstOrigin is who exec'd the first image (with first).
 	firstOrigin capture.Origin
-	seq         uint64
-	exit        *exitInfo     // nil while running
-	res         *sharedResult // never nil; never written to
-	size        int32         // estimated heap, for MaxProcessBytes
-	expired     bool          // the pending TTL ran out
-	rootPod     bool          // indexed in rootsPod under podKey(in.Namespace, in.Pod)
-	// uncovered: flagged uncovered_exec once, and counted then.
-	uncovered bool
 	// held is the pod and session key that is this settled ID-less root's
 	// only heuristic candidate: no other ID-less root of the pod may have it.
 	held string
-	// awaiting: p is in windowq, to be resolved when its window closes.
-	awaiting bool
-	// parent is the parent as last seen, so a child keeps what it inherited
-	// after the parent leaves memory.
-	parent *parentView
+}
+
+// rareFields returns p.rare, made on first use.
+func (p *proc) rareFields() *procRare {
+	if p.rare == nil {
+		p.rare = &procRare{}
+	}
+	return p.rare
+}
+
+// first is p.rare.first, nil without one.
+func (p *proc) first() []string {
+	if p.rare == nil {
+		return nil
+	}
+	return p.rare.first
+}
+
+// held is p.rare.held, "" without one.
+func (p *proc) held() string {
+	if p.rare == nil {
+		return ""
+	}
+	return p.rare.held
 }
 
 type exitInfo struct {
@@ -45,26 +79,52 @@ type exitInfo struct {
 // procInfo is the joiner's copy of a Process's inputs, with the same field
 // names. What a container's or a session's processes all repeat (pod
 // identity, the audit ID key's evidence, the SPO key) is in one shared
-// procShared: a held process costs a fraction of a Process.
+// procShared, the image in one procImage: a held process costs a fraction
+// of a Process.
 type procInfo struct {
 	ProcessID       string
-	ParentProcessID string
-	SessionRootID   string
-	Filename        string
-	Argv            []string // shared (j.argv) or the joiner's own; never written to
-	Start, ExecTime time.Time
+	ParentProcessID string    // the parent's own ProcessID string when it is held
+	Start           time.Time // ExecTime too, unless rare says otherwise
 	PID, PPID, UID  uint32
-	ArgvTruncated   bool
-	ExecOrigin      capture.Origin
+	*procImage      // never nil; never written to
 	*procShared     // never nil; never written to
+}
+
+// execTime is when p's image was exec'd.
+func (p *proc) execTime() time.Time {
+	if p.rare != nil && p.rare.execSet {
+		return p.rare.exec
+	}
+	return p.in.Start
+}
+
+// setExec records t as p's ExecTime, in rare only when it is not Start.
+func (p *proc) setExec(t time.Time) {
+	if t == p.in.Start {
+		if p.rare != nil {
+			p.rare.exec, p.rare.execSet = time.Time{}, false
+		}
+		return
+	}
+	r := p.rareFields()
+	r.exec, r.execSet = t, true
+}
+
+// setStart moves Start, keeping ExecTime.
+func (p *proc) setStart(t time.Time) {
+	e := p.execTime()
+	p.in.Start = t
+	p.setExec(e)
 }
 
 // parentView holds a reference to the parent's shared result (released
 // with the child: see Joiner.setParent).
 type parentView struct {
-	res         *sharedResult
-	containerID string
+	res *sharedResult
+	sh  *procShared // the parent's: its container ID (counted in j.shares)
 }
+
+func (v *parentView) containerID() string { return v.sh.ContainerID }
 
 // result is what resolve decides for a process.
 type result struct {
@@ -92,41 +152,47 @@ func (r *result) flag(f string) {
 	}
 }
 
-// own makes the joiner's copy of in: argv and the repeated fields are
-// shared (j.argv, j.shares), so nothing aliases the caller's slices.
-func (j *Joiner) own(in *Process) procInfo {
-	argv := in.Argv
-	j.argv.list(&argv)
-	return procInfo{
-		ProcessID: in.ProcessID, ParentProcessID: in.ParentProcessID, SessionRootID: in.SessionRootID,
-		Filename: in.Filename, Argv: argv, ArgvTruncated: in.ArgvTruncated, ExecOrigin: in.ExecOrigin,
-		Start: in.Start, ExecTime: in.ExecTime, PID: in.PID, PPID: in.PPID, UID: in.UID,
+// own makes p's copy of in: the image and the repeated fields are shared
+// (j.images, j.shares), so nothing aliases the caller's slices.
+func (j *Joiner) own(p *proc, in *Process) {
+	p.in = procInfo{
+		ProcessID: in.ProcessID, ParentProcessID: j.sameID(in.ParentProcessID),
+		Start: in.Start, PID: in.PID, PPID: in.PPID, UID: in.UID,
+		procImage: j.images.acquire(in),
 		procShared: j.shares.acquire(&sharedFields{ContainerID: in.ContainerID, PodUID: in.PodUID,
-			Namespace: in.Namespace, Pod: in.Pod, Container: in.Container, Captured: in.Captured, SPO: in.SPO, Bridge: in.Bridge}),
+			Namespace: in.Namespace, Pod: in.Pod, Container: in.Container, SessionRootID: in.SessionRootID,
+			Captured: in.Captured, SPO: in.SPO, Bridge: in.Bridge}),
 	}
+	p.setExec(in.ExecTime)
+}
+
+// sameID returns id as the held process of that ID spells it, so that a
+// hundred children name their parent with one string, not a hundred.
+func (j *Joiner) sameID(id string) string {
+	if p := j.procs.get(id); p != nil {
+		return p.in.ProcessID
+	}
+	return id
 }
 
 // disown undoes own: in's shared values lose a user.
 func (j *Joiner) disown(in *procInfo) {
-	if len(in.Argv) > 0 {
-		j.argv.key('l', in.Argv...)
-		j.argv.release()
-	}
+	j.images.release(in.procImage)
 	j.shares.release(in.procShared)
 }
 
 // firstImage returns the argv of p's first exec, without an env prefix.
 func (p *proc) firstImage() []string {
-	if p.first != nil {
-		return p.first
+	if first := p.first(); first != nil {
+		return first
 	}
 	return stripEnvPrefix(p.in.Argv)
 }
 
 // origin is who exec'd p's first image.
 func (p *proc) origin() capture.Origin {
-	if p.first != nil {
-		return p.firstOrigin
+	if p.first() != nil {
+		return p.rare.firstOrigin
 	}
 	return p.in.ExecOrigin
 }
@@ -137,7 +203,7 @@ func (p *proc) runtimeExec() bool { return p.origin().Verified() }
 
 // firstFilename is the file p's first exec ran, where known.
 func (p *proc) firstFilename() string {
-	if p.first != nil {
+	if p.first() != nil {
 		return ""
 	}
 	return p.in.Filename
@@ -145,11 +211,12 @@ func (p *proc) firstFilename() string {
 
 // noteFirst keeps the first exec's argv as in and p's images merge.
 func (p *proc) noteFirst(in *Process) {
-	if p.first == nil {
-		p.first, p.firstAt, p.firstOrigin = slices.Clone(stripEnvPrefix(p.in.Argv)), p.in.ExecTime, p.in.ExecOrigin
+	r := p.rareFields()
+	if r.first == nil {
+		r.first, r.firstAt, r.firstOrigin = slices.Clone(stripEnvPrefix(p.in.Argv)), p.execTime(), p.in.ExecOrigin
 	}
-	if in.ExecTime.Before(p.firstAt) || (in.ExecTime.Equal(p.firstAt) && slices.Compare(stripEnvPrefix(in.Argv), p.first) < 0) {
-		p.first, p.firstAt, p.firstOrigin = slices.Clone(stripEnvPrefix(in.Argv)), in.ExecTime, in.ExecOrigin
+	if in.ExecTime.Before(r.firstAt) || (in.ExecTime.Equal(r.firstAt) && slices.Compare(stripEnvPrefix(in.Argv), r.first) < 0) {
+		r.first, r.firstAt, r.firstOrigin = slices.Clone(stripEnvPrefix(in.Argv)), in.ExecTime, in.ExecOrigin
 	}
 }
 
@@ -171,7 +238,7 @@ func (j *Joiner) merge(p *proc, in *Process) {
 	// noteFirst has run: p.origin() is the first image's, held or not.
 	broot := sameRootID(&p.in.Bridge, &in.Bridge) || sameRootID(&in.Bridge, &p.in.Bridge) ||
 		(p.origin() == capture.OriginContainerInit && (sameInitID(&p.in.Bridge, &in.Bridge) || sameInitID(&in.Bridge, &p.in.Bridge)))
-	if in.ExecTime.After(p.in.ExecTime) || (in.ExecTime.Equal(p.in.ExecTime) && lessExec(in, &p.in)) {
+	if held := p.execTime(); in.ExecTime.After(held) || (in.ExecTime.Equal(held) && lessExec(in, &p.in)) {
 		next := *in
 		if root {
 			next.Captured.Source = vocab.SourceEnv
@@ -181,11 +248,11 @@ func (j *Joiner) merge(p *proc, in *Process) {
 		}
 		next.Start = start
 		old := p.in
-		p.in = j.own(&next)
+		j.own(p, &next)
 		j.disown(&old)
 		return
 	}
-	p.in.Start = start
+	p.setStart(start)
 	if (root && p.in.Captured.Source != vocab.SourceEnv) || (broot && p.in.Bridge.Source != vocab.SourceEnv) {
 		f := p.in.sharedFields
 		if root {
@@ -241,7 +308,7 @@ func (p *proc) startTime() time.Time {
 	if !p.in.Start.IsZero() {
 		return p.in.Start
 	}
-	return p.in.ExecTime
+	return p.execTime()
 }
 
 // captureFlags returns the capture flags of both keys, sorted and unique.
@@ -263,7 +330,7 @@ func (p *proc) output() Process {
 			PID: in.PID, PPID: in.PPID, UID: in.UID, Filename: in.Filename, Argv: slices.Clone(in.Argv),
 			ArgvTruncated: in.ArgvTruncated, ContainerID: in.ContainerID, PodUID: in.PodUID,
 			SessionRootID: in.SessionRootID},
-		Namespace: in.Namespace, Pod: in.Pod, Container: in.Container, Start: in.Start, ExecTime: in.ExecTime,
+		Namespace: in.Namespace, Pod: in.Pod, Container: in.Container, Start: in.Start, ExecTime: p.execTime(),
 		Source: in.Captured.Source, SPOExecRequestUID: in.SPO.Value,
 		Attribution: p.res.attr, AuditID: p.res.auditID, Confidence: p.res.confidence,
 		Candidates: slices.Clone(p.res.candidates), ClaimedAuditID: in.Captured.Claimed,

@@ -15,11 +15,11 @@ type recSet struct {
 	recs    []*auditlog.ExecRecord // ordered by requestReceived, then request key
 	seq     uint64
 	touched time.Time
-	pods    []string            // namespace/pod keys indexed in recsPod
-	spo     []string            // SPO UIDs indexed in spo
-	members map[string]struct{} // processes attributed to it; made on the first
-	denied  bool                // every request refused: counted in MaxDeniedRecords
-	spares  int                 // times passed over by eviction since its last stage
+	pods    []string // namespace/pod keys indexed in recsPod
+	spo     []string // SPO UIDs indexed in spo
+	members *pset    // processes attributed to it; made on the first
+	denied  bool     // every request refused: counted in MaxDeniedRecords
+	spares  int      // times passed over by eviction since its last stage
 	// keyCache holds keys(); storeRecord clears it when recs change.
 	keyCache []string
 }
@@ -340,4 +340,27 @@ func (j *Joiner) recOf(key string) *recSet {
 		return j.recs[base]
 	}
 	return nil
+}
+
+// enqueueRecord schedules everything a change to record id can affect.
+func (j *Joiner) enqueueRecord(id string) {
+	if st := j.ids[id]; st != nil {
+		for p := range st.procs.all() {
+			j.enqueue(p.in.ProcessID)
+		}
+	}
+	rs := j.recs[id]
+	if rs == nil {
+		return
+	}
+	for _, v := range rs.spo {
+		for p := range j.spoProcs[v].all() {
+			j.enqueue(p.in.ProcessID)
+		}
+	}
+	for _, pk := range rs.pods {
+		for pid := range j.rootsPod[pk] {
+			j.enqueue(pid)
+		}
+	}
 }

@@ -138,7 +138,7 @@ func (j *Joiner) resolvePaired(p *proc, id string, rs *recSet, allowed []*auditl
 	if root {
 		rid = p.in.ProcessID
 	}
-	if o, ok := pr.roots[rid]; ok {
+	if o, ok := pr.outcome(rid); ok {
 		applyOutcome(p, pr, o, root, r)
 		return
 	}
@@ -150,7 +150,7 @@ func (j *Joiner) resolvePaired(p *proc, id string, rs *recSet, allowed []*auditl
 	}
 	// The session root is not known here (a lost lineage entry, a procfs
 	// bootstrap, an agent restart): the kernel's parent link still holds.
-	if par := j.parentOf(p); par != nil && par.containerID == p.in.ContainerID && par.res.counted() &&
+	if par := j.parentOf(p); par != nil && par.containerID() == p.in.ContainerID && par.res.counted() &&
 		par.res.attr != vocab.AttributionHeuristic && slices.Contains(pr.keys, par.res.auditID) {
 		r.attr, r.auditID = vocab.AttributionInherited, par.res.auditID
 		return
@@ -159,7 +159,7 @@ func (j *Joiner) resolvePaired(p *proc, id string, rs *recSet, allowed []*auditl
 	switch {
 	case len(cands) == 0:
 		j.unmatched(p, r)
-	case len(cands) == 1 && len(pr.roots) == 0:
+	case len(cands) == 1 && pr.nroots() == 0:
 		// One request and no root seen: nothing to tell it from.
 		r.attr, r.auditID = vocab.AttributionInherited, cands[0]
 	default:
@@ -272,11 +272,11 @@ func differ(a, b string) bool { return a != "" && b != "" && a != b }
 func (j *Joiner) vouched(p *proc, id string) bool {
 	anc := j.parentOf(p)
 	if anc == nil && p.in.SessionRootID != p.in.ProcessID {
-		if root := j.procs[p.in.SessionRootID]; root != nil {
-			anc = &parentView{res: root.res, containerID: root.in.ContainerID}
+		if root := j.procs.get(p.in.SessionRootID); root != nil {
+			anc = &parentView{res: root.res, sh: root.in.procShared}
 		}
 	}
-	if anc == nil || anc.containerID != p.in.ContainerID {
+	if anc == nil || anc.containerID() != p.in.ContainerID {
 		return false
 	}
 	if base, _ := baseID(anc.res.auditID); base != id && anc.res.auditID != id {
@@ -288,18 +288,27 @@ func (j *Joiner) vouched(p *proc, id string) bool {
 // parentOf returns p's parent as held now, or as last seen if it has left
 // memory since: forgetting an exited parent must not change the child.
 func (j *Joiner) parentOf(p *proc) *parentView {
-	if par := j.procs[p.in.ParentProcessID]; par != nil && par != p {
-		if p.parent == nil {
-			p.parent = &parentView{res: noResult}
+	if par := j.procs.get(p.in.ParentProcessID); par != nil && par != p {
+		if p.parent.res == nil {
+			p.parent.res = noResult
 		}
 		if p.parent.res != par.res {
 			j.results.retain(par.res)
 			j.results.release(p.parent.res)
 			p.parent.res = par.res
 		}
-		p.parent.containerID = par.in.ContainerID
+		if p.parent.sh != par.in.procShared {
+			j.shares.retain(par.in.procShared)
+			if p.parent.sh != nil {
+				j.shares.release(p.parent.sh)
+			}
+			p.parent.sh = par.in.procShared
+		}
 	}
-	return p.parent
+	if p.parent.res == nil {
+		return nil
+	}
+	return &p.parent
 }
 
 // fallback handles a process with no usable ID: a descendant inherits its
@@ -309,7 +318,7 @@ func (j *Joiner) fallback(p *proc, r *result) {
 		return // a host process: no exec session to find
 	}
 	par := j.parentOf(p)
-	if par == nil || par.containerID != p.in.ContainerID {
+	if par == nil || par.containerID() != p.in.ContainerID {
 		j.heuristic(p, r)
 		return
 	}
@@ -342,7 +351,7 @@ func (j *Joiner) track(p *proc, res result) {
 		pk = podKey(p.in.Namespace, p.in.Pod)
 	}
 	j.setRoot(p, pk)
-	if !res.execRoot && p.held != "" {
+	if !res.execRoot && p.held() != "" {
 		// No longer an exec root (its parent came): it holds nothing.
 		j.setHeld(p, podKey(p.in.Namespace, p.in.Pod), nil, false)
 	}
@@ -371,37 +380,15 @@ func (j *Joiner) moveSession(p *proc, old, res *result) {
 	// The session row does not change: the store counts its processes.
 	if old.counted() {
 		if rs := j.recOf(old.auditID); rs != nil {
-			delete(rs.members, p.in.ProcessID)
+			rs.members.remove(p)
 		}
 	}
 	if res.counted() {
 		if rs := j.recOf(res.auditID); rs != nil {
 			if rs.members == nil {
-				rs.members = map[string]struct{}{}
+				rs.members = &pset{}
 			}
-			rs.members[p.in.ProcessID] = struct{}{}
-		}
-	}
-}
-
-func addTo(m map[string]map[string]struct{}, k, v string) bool {
-	s := m[k]
-	if s == nil {
-		s = map[string]struct{}{}
-		m[k] = s
-	}
-	if _, ok := s[v]; ok {
-		return false
-	}
-	s[v] = struct{}{}
-	return true
-}
-
-func removeFrom(m map[string]map[string]struct{}, k, v string) {
-	if s := m[k]; s != nil {
-		delete(s, v)
-		if len(s) == 0 {
-			delete(m, k)
+			rs.members.add(p)
 		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 // rootsOf returns the verified roots that may hold rs's requests: those
 // carrying its audit ID, and those carrying a bridge ID its requests name.
-func (j *Joiner) rootsOf(rs *recSet) map[string]rootInfo {
+func (j *Joiner) rootsOf(rs *recSet) map[string]*rootInfo {
 	roots := j.roots[rs.id]
 	for _, v := range rs.spo {
 		if !strings.HasPrefix(v, bridgePrefix) || len(j.roots[v]) == 0 {
@@ -23,7 +23,7 @@ func (j *Joiner) rootsOf(rs *recSet) map[string]rootInfo {
 		}
 		merged := maps.Clone(roots)
 		if merged == nil {
-			merged = map[string]rootInfo{}
+			merged = map[string]*rootInfo{}
 		}
 		maps.Copy(merged, j.roots[v])
 		roots = merged
@@ -39,11 +39,11 @@ func (j *Joiner) addRoot(id string, p *proc) {
 	}
 	roots := j.roots[id]
 	if roots == nil {
-		roots = map[string]rootInfo{}
+		roots = map[string]*rootInfo{}
 		j.roots[id] = roots
 	}
 	old, ok := roots[p.in.ProcessID]
-	if ok && old == ri {
+	if ok && *old == ri {
 		return
 	}
 	if !ok && len(roots) >= maxRootsPerID {
@@ -56,7 +56,7 @@ func (j *Joiner) addRoot(id string, p *proc) {
 	if !ok {
 		j.rootCount++
 	}
-	roots[p.in.ProcessID] = ri
+	roots[p.in.ProcessID] = &ri // never written to: rootsOf and the pairing share it
 	j.repair(id)
 	for _, x := range j.spo[id] {
 		j.repair(x) // the audit IDs whose requests the bridge ID names
@@ -79,7 +79,7 @@ func (j *Joiner) evictRoots() {
 		if roots == nil {
 			continue
 		}
-		if j.recs[e.id] != nil || j.ids[e.id] != nil || len(j.spo[e.id]) > 0 || len(j.spoProcs[e.id]) > 0 {
+		if j.recs[e.id] != nil || j.ids[e.id] != nil || len(j.spo[e.id]) > 0 || j.spoProcs[e.id].len() > 0 {
 			j.rootq.requeue(e) // in use: keep it, look at the next
 			continue
 		}
@@ -115,7 +115,9 @@ func (j *Joiner) pairingOf(id string) *pairing {
 	if rs := j.recs[id]; rs != nil {
 		pr.keys = rs.keys()
 		pr.unseen = len(rs.recs) == 1 && rs.conflict()
-		pr.roots, pr.taken = pairRoots(rs.recs, j.rootsOf(rs), j.cfg.ClockSkew)
+		var roots map[string]rootOutcome
+		roots, pr.taken = pairRoots(rs.recs, j.rootsOf(rs), j.cfg.ClockSkew)
+		pr.setRoots(roots)
 	}
 	j.pairs[id] = pr
 	return pr
@@ -138,7 +140,7 @@ func (j *Joiner) RestoreRoots(now time.Time, id string, stored []Process) []Upda
 		}
 		roots := j.roots[id]
 		if roots == nil {
-			roots = map[string]rootInfo{}
+			roots = map[string]*rootInfo{}
 			j.roots[id] = roots
 			j.rootq.push(id, 0, now)
 		}
@@ -149,7 +151,7 @@ func (j *Joiner) RestoreRoots(now time.Time, id string, stored []Process) []Upda
 		if start.IsZero() {
 			start = p.ExecTime
 		}
-		roots[p.ProcessID] = rootInfo{start: start, containerID: p.ContainerID, ns: p.Namespace, pod: p.Pod, ctrName: p.Container}
+		roots[p.ProcessID] = &rootInfo{start: start, containerID: p.ContainerID, ns: p.Namespace, pod: p.Pod, ctrName: p.Container}
 		j.rootCount++
 		added = true
 	}

@@ -18,6 +18,7 @@ import (
 // processes all repeat.
 type sharedFields struct {
 	ContainerID, PodUID, Namespace, Pod, Container string
+	SessionRootID                                  string // a session's processes share it with their ID
 	Captured, SPO, Bridge                          capture.KeyValue
 }
 
@@ -31,7 +32,7 @@ type procShared struct {
 
 // sharedFixedBytes is a procShared's heap beyond its key and its lists:
 // the struct and its map slot.
-const sharedFixedBytes = 240 + 48
+const sharedFixedBytes = 352 + 48
 
 // shares interns sharedFields. Like interner, it holds only what held
 // processes use, and its bytes count against MaxProcessBytes.
@@ -45,7 +46,7 @@ func newShares() *shares { return &shares{m: map[string]*procShared{}} }
 
 // acquire returns the shared copy of f, counting one more user.
 func (s *shares) acquire(f *sharedFields) *procShared {
-	b := appendStrings(s.buf[:0], f.ContainerID, f.PodUID, f.Namespace, f.Pod, f.Container,
+	b := appendStrings(s.buf[:0], f.ContainerID, f.PodUID, f.Namespace, f.Pod, f.Container, f.SessionRootID,
 		f.Captured.Value, f.Captured.Claimed, string(f.Captured.Source), f.SPO.Value, f.SPO.Claimed, string(f.SPO.Source),
 		f.Bridge.Value, f.Bridge.Claimed, string(f.Bridge.Source))
 	b = appendList(appendList(appendList(b, f.Captured.Flags), f.SPO.Flags), f.Bridge.Flags)
@@ -58,6 +59,7 @@ func (s *shares) acquire(f *sharedFields) *procShared {
 	d := keyReader{k: k}
 	sh := &procShared{key: k, refs: 1}
 	sh.ContainerID, sh.PodUID, sh.Namespace, sh.Pod, sh.Container = d.str(), d.str(), d.str(), d.str(), d.str()
+	sh.SessionRootID = d.str()
 	sh.Captured.Value, sh.Captured.Claimed, sh.Captured.Source = d.str(), d.str(), vocab.Source(d.str())
 	sh.SPO.Value, sh.SPO.Claimed, sh.SPO.Source = d.str(), d.str(), vocab.Source(d.str())
 	sh.Bridge.Value, sh.Bridge.Claimed, sh.Bridge.Source = d.str(), d.str(), vocab.Source(d.str())
@@ -68,6 +70,9 @@ func (s *shares) acquire(f *sharedFields) *procShared {
 	s.bytes += sh.size
 	return sh
 }
+
+// retain counts one more user of sh, which is held.
+func (s *shares) retain(sh *procShared) { sh.refs++ }
 
 // release drops one user of sh, forgetting it with the last.
 func (s *shares) release(sh *procShared) {
