@@ -62,21 +62,27 @@ func (s *pset) remove(p *proc) {
 	if s.slots[i] != p {
 		return
 	}
-	// Backward-shift deletion: move up each later entry of the run that
-	// may no longer reach its slot across the gap.
-	mask := len(s.slots) - 1
-	for j := (i + 1) & mask; s.slots[j] != nil; j = (j + 1) & mask {
-		h := home(s.slots[j], len(s.slots))
-		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
-			s.slots[i], s.slots[j] = s.slots[j], nil
-			i = j
-		}
-	}
-	s.slots[i] = nil
+	s.slots[backShift(s.slots, i, func(p *proc) int { return home(p, len(s.slots)) })] = nil
 	s.n--
 	if len(s.slots) > 8 && s.n*8 < len(s.slots) {
 		s.resize(len(s.slots) / 2) // a burst's sets give their memory back
 	}
+}
+
+// backShift empties slot i of a linear-probing table whose entries hash to
+// home: each later entry of the run that could no longer be reached across
+// the gap moves up into it. It returns the slot left for the caller to
+// clear.
+func backShift(slots []*proc, i int, home func(*proc) int) int {
+	mask := len(slots) - 1
+	for j := (i + 1) & mask; slots[j] != nil; j = (j + 1) & mask {
+		h := home(slots[j])
+		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
+			slots[i], slots[j] = slots[j], nil
+			i = j
+		}
+	}
+	return i
 }
 
 func (s *pset) resize(size int) {

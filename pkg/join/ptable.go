@@ -59,16 +59,7 @@ func (t *ptable) del(id string) {
 	if t.slots[i] == nil {
 		return
 	}
-	// Backward-shift deletion, as in pset.remove.
-	mask := len(t.slots) - 1
-	for j := (i + 1) & mask; t.slots[j] != nil; j = (j + 1) & mask {
-		h := t.home(t.slots[j].in.ProcessID)
-		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
-			t.slots[i], t.slots[j] = t.slots[j], nil
-			i = j
-		}
-	}
-	t.slots[i] = nil
+	t.slots[backShift(t.slots, i, func(p *proc) int { return t.home(p.in.ProcessID) })] = nil
 	t.n--
 	if len(t.slots) > 64 && t.n*8 < len(t.slots) {
 		t.resize(len(t.slots) / 2) // a burst's table gives its memory back
