@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-
-	"github.com/execid/correlator/pkg/join"
 )
 
 // BatchWriter commits a batch; every Backend is one.
