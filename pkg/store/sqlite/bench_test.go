@@ -267,8 +267,9 @@ func BenchmarkWriterInsert(b *testing.B) {
 // BenchmarkProcessWrite is the agent's write path for a session's
 // processes, as `correlator run` batches them: rows of an in-session exec
 // of /bin/true (attributed, exited), 150 a transaction (the rate of 1,500
-// execs/s at the writer's 100 ms commit gap), into a store that holds
-// STORE_BENCH_PREFILL processes already (100,000). One op is one process.
+// execs/s at a 100 ms commit gap; STORE_BENCH_PER_TX sets another), into a
+// store that holds STORE_BENCH_PREFILL processes already (100,000). One op
+// is one process.
 func BenchmarkProcessWrite(b *testing.B) {
 	s, err := Open(filepath.Join(b.TempDir(), "write.db"), Config{}, zerolog.Nop())
 	if err != nil {
@@ -294,7 +295,10 @@ func BenchmarkProcessWrite(b *testing.B) {
 			b.Fatalf("STORE_BENCH_PREFILL=%q: %v", v, err)
 		}
 	}
-	const perTx = 150
+	perTx := 150
+	if v := os.Getenv("STORE_BENCH_PER_TX"); v != "" {
+		perTx, _ = strconv.Atoi(v)
+	}
 	next := 0
 	write := func(n int) {
 		batch := store.Batch{Processes: make([]join.Process, 0, perTx)}
