@@ -297,7 +297,9 @@ func BenchmarkProcessWrite(b *testing.B) {
 	}
 	perTx := 150
 	if v := os.Getenv("STORE_BENCH_PER_TX"); v != "" {
-		perTx, _ = strconv.Atoi(v)
+		if perTx, err = strconv.Atoi(v); err != nil || perTx < 1 {
+			b.Fatalf("STORE_BENCH_PER_TX=%q: need a number >= 1", v)
+		}
 	}
 	next := 0
 	write := func(n int) {
