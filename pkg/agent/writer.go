@@ -10,7 +10,7 @@ import (
 // table and index page it touches, whatever the rows in it, so plain rows
 // (process and session updates) wait up to a second to share it; a
 // durable Add (the audit webhook, which acknowledges only what is on
-// disk) waits at most durableGap.
+// disk) waits at most writerDurableGap.
 const (
 	writerMaxBatch   = 4096
 	writerPlainGap   = time.Second
