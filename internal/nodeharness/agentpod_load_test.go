@@ -106,25 +106,22 @@ func ambiguousRun(n *Node, client *api.Client, agent *AgentPod, ctr string) erro
 	}
 	want := []string{reqs[0].AuditID, reqs[1].AuditID}
 	slices.Sort(want)
-	deadline := time.Now().Add(testutil.EventuallyBound)
-	for time.Now().Before(deadline) {
+	return testutil.Until("the root with "+marker+" is decided", func() (bool, error) {
 		page, err := client.Processes(context.Background(), url.Values{"pod": {"web"}, "command": {marker}})
 		if err != nil {
-			return err
+			return false, err
 		}
 		root := byMarkerRoot(page.Items, marker)
 		if root == nil || root.Attribution == "" {
-			time.Sleep(10 * time.Millisecond) // paces the polls; nothing waits on it
-			continue
+			return false, nil
 		}
 		got := slices.Sorted(slices.Values(root.Candidates))
 		if root.Attribution != "ambiguous" || root.AuditID != "" || !slices.Equal(got, want) {
-			return fmt.Errorf("attributed %q to %q, candidates %v; want ambiguous, no ID, candidates %v",
+			return false, fmt.Errorf("attributed %q to %q, candidates %v; want ambiguous, no ID, candidates %v",
 				root.Attribution, root.AuditID, got, want)
 		}
-		return nil
-	}
-	return fmt.Errorf("root with %s not decided within %v", marker, testutil.EventuallyBound)
+		return true, nil
+	})
 }
 
 // appendFile appends lines to path in one write, as the apiserver's log

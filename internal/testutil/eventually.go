@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -35,6 +36,23 @@ func EventuallyNil(t testing.TB, check func() error) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Until polls check until it reports done or an error, for waits that run
+// off the test's goroutine (they cannot fail the test themselves): the
+// error, or a timeout naming what after EventuallyBound.
+func Until(what string, check func() (done bool, err error)) error {
+	deadline := time.Now().Add(EventuallyBound)
+	for {
+		done, err := check()
+		if done || err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out waiting until %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -172,8 +172,11 @@ func BenchmarkJoinLatency(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			// Let the first sides settle (and be stored) before timing.
-			time.Sleep(400 * time.Millisecond)
+			// The first sides joined and stored before timing: a record's
+			// sendAudit returns once it is; processes are only queued.
+			if order == "record-second" {
+				p.waitStats(b, func(st join.Stats) bool { return st.ProcessesAdded >= int64(b.N) })
+			}
 			p.w.Flush(ctx)
 			arrival := make([]time.Time, b.N)
 			tick := time.NewTicker(time.Millisecond)
