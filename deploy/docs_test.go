@@ -62,8 +62,8 @@ func TestGrafanaDashboard(t *testing.T) {
 		t.Error("dashboard needs a uid and a title")
 	}
 	defined := codeMetrics(t)
-	run := string(readFile(t, "../cmd/correlator/run.go"))
-	std := map[string]bool{ // the standard collectors run.go registers
+	run := string(readFile(t, "../pkg/node/node.go"))
+	std := map[string]bool{ // the standard collectors the node agent registers
 		"go_":      strings.Contains(run, "collectors.NewGoCollector"),
 		"process_": strings.Contains(run, "collectors.NewProcessCollector"),
 	}

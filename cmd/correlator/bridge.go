@@ -1,18 +1,12 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/execid/correlator/pkg/bridge"
 )
@@ -36,7 +30,6 @@ func bridgeFlags(fs *pflag.FlagSet, cfg *bridge.Config) {
 // gives each exec an ID until the cluster runs KEP-6035.
 func newBridgeCmd(g *globalOptions) *cobra.Command {
 	cfg := bridge.Default()
-	var kubeconfig string
 	cmd := &cobra.Command{
 		Use:   "bridge",
 		Short: "Run the exec bridge: a mutating admission webhook that prefixes each pods/exec command with env <key>=<fresh id>",
@@ -46,54 +39,12 @@ cluster runs KEP-6035; the agents' probes read it in the exec'd argv.
 
 ` + leavesNothing,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.Validate(); err != nil {
-				return err
-			}
-			log := g.logger().With().Str("component", "bridge").Logger()
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-			m, err := bridge.NewMetrics(reg)
-			if err != nil {
-				return err
-			}
-			var pods bridge.PodSource
-			if cfg.PodLookup {
-				rc, err := bridgeRESTConfig(kubeconfig)
-				if err != nil {
-					return fmt.Errorf("configuring --pod-lookup: %w", err)
-				}
-				get, err := bridge.NewGetPod(rc)
-				if err != nil {
-					return fmt.Errorf("configuring --pod-lookup: %w", err)
-				}
-				pods = bridge.NewPodCache(get, cfg.PodCacheSize, cfg.PodCacheTTL, cfg.LookupTimeout)
-			}
-			mut, err := bridge.NewMutator(cfg.Key, nil, pods)
-			if err != nil {
-				return err
-			}
-			h := bridge.NewHandler(mut, cfg.MaxBodyBytes, log, m)
-			srv, err := bridge.NewServer(cfg, h, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), log, m)
-			if err != nil {
-				return err
-			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			log.Info().Str("key", cfg.Key).Bool("pod_lookup", cfg.PodLookup).Msg("exec bridge starting")
-			return srv.Run(ctx)
+			return bridge.Run(ctx, cfg, g.logger().With().Str("component", "bridge").Logger())
 		},
 	}
 	bridgeFlags(cmd.Flags(), &cfg)
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for --pod-lookup (empty: the pod's service account, in-cluster)")
+	cmd.Flags().StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig for --pod-lookup (empty: the pod's service account, in-cluster)")
 	return cmd
-}
-
-// bridgeRESTConfig is the pod lookup's apiserver client: the kubeconfig
-// when one is given (the bridge run outside the cluster, or a test), else
-// the in-cluster service account.
-func bridgeRESTConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
-	return rest.InClusterConfig()
 }

@@ -83,6 +83,9 @@ type Config struct {
 	PodCacheTTL   time.Duration
 	PodCacheSize  int
 	LookupTimeout time.Duration
+	// Kubeconfig is the pod lookup's apiserver client; empty is the
+	// pod's service account, in-cluster.
+	Kubeconfig string
 }
 
 // Default returns the defaults.

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"math"
@@ -16,21 +16,21 @@ func TestMemoryLimit(t *testing.T) {
 		os.Unsetenv("GOMEMLIMIT")
 		t.Cleanup(func() { os.Setenv("GOMEMLIMIT", v) })
 	}
-	if err := memoryLimit(512<<20, 0.8, zerolog.Nop()); err != nil {
+	if err := SetMemoryLimit(512<<20, 0.8, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	ratio := 0.8
 	if got, want := debug.SetMemoryLimit(-1), int64(float64(512<<20)*ratio); got != want {
 		t.Errorf("limit %d, want %d (80%% of 512 MiB)", got, want)
 	}
-	if err := memoryLimit(512<<20, 1.5, zerolog.Nop()); err == nil {
+	if err := SetMemoryLimit(512<<20, 1.5, zerolog.Nop()); err == nil {
 		t.Error("a ratio above 1 accepted")
 	}
 	// GOMEMLIMIT wins; no container limit leaves the runtime alone.
 	debug.SetMemoryLimit(math.MaxInt64)
 	t.Setenv("GOMEMLIMIT", "100MiB")
-	memoryLimit(512<<20, 0.8, zerolog.Nop())
-	memoryLimit(0, 0.8, zerolog.Nop())
+	SetMemoryLimit(512<<20, 0.8, zerolog.Nop())
+	SetMemoryLimit(0, 0.8, zerolog.Nop())
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 		t.Errorf("limit changed to %d despite GOMEMLIMIT", got)
 	}

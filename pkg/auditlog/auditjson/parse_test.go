@@ -1,4 +1,4 @@
-package main
+package auditjson
 
 import (
 	"bufio"
@@ -8,22 +8,21 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/vocab"
 )
 
-func TestAuditParseCommand(t *testing.T) {
-	files, err := filepath.Glob("../../testdata/audit/*.log")
+func TestParse(t *testing.T) {
+	files, err := filepath.Glob("../../../testdata/audit/*.log")
 	if err != nil || len(files) < 5 {
 		t.Fatalf("samples: %v %d", err, len(files))
 	}
-	cmd := newAuditCmd(&globalOptions{logLevel: "error"})
 	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetIn(strings.NewReader(""))
-	cmd.SetArgs(append([]string{"parse"}, files...))
-	if err := cmd.Execute(); err != nil {
+	cfg := ParseConfig{In: strings.NewReader(""), Out: &out, ErrOut: &errOut,
+		MaxRecords: auditlog.DefaultMaxRecords, MaxLineBytes: auditlog.DefaultMaxLineBytes}
+	if err := Parse(cfg, files, zerolog.Nop()); err != nil {
 		t.Fatalf("parse failed on inputs with bad records: %v", err)
 	}
 	sc := bufio.NewScanner(&out)
@@ -53,8 +52,7 @@ func TestAuditParseCommand(t *testing.T) {
 		}
 	}
 
-	cmd.SetArgs([]string{"parse", "does-not-exist.log"})
-	if err := cmd.Execute(); err == nil {
+	if err := Parse(cfg, []string{"does-not-exist.log"}, zerolog.Nop()); err == nil {
 		t.Error("unreadable input did not fail")
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"fmt"
@@ -8,12 +8,12 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// memoryLimit sets the Go runtime's soft memory limit to ratio of the
+// SetMemoryLimit sets the Go runtime's soft memory limit to ratio of the
 // container's limit: memory the runtime does not count (BPF maps charged to
 // the cgroup, SQLite's page cache, thread stacks) must fit in the rest, or
 // the cgroup kills the agent before the collector reacts. GOMEMLIMIT, when
 // set, wins.
-func memoryLimit(limitBytes int64, ratio float64, log zerolog.Logger) error {
+func SetMemoryLimit(limitBytes int64, ratio float64, log zerolog.Logger) error {
 	if limitBytes <= 0 {
 		return nil
 	}

@@ -1,0 +1,78 @@
+package ship
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/internal/esdouble"
+	"github.com/execid/correlator/internal/testutil"
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/store/elasticsearch"
+)
+
+// TestAuditShip: the control-plane role tails a real audit log into
+// Elasticsearch (the double), and a node's lookup finds the record there.
+func TestAuditShip(t *testing.T) {
+	es := esdouble.New(t)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "audit.log")
+	req := testutil.ExecRequest{AuditID: testutil.RandomUUID(), User: "alice", Namespace: "shop", Pod: "web-0",
+		Container: "app", Command: []string{"cat", "/etc/passwd"}, Received: time.Now(), Duration: time.Second}
+	noise := `{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"n1","stage":"ResponseComplete","requestURI":"/api/v1/pods","verb":"list","user":{"username":"kubelet"},"requestReceivedTimestamp":"2026-01-01T00:00:00Z","stageTimestamp":"2026-01-01T00:00:00Z"}` + "\n"
+	if err := os.WriteFile(logPath, append([]byte(noise), req.LogLines()...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := elasticsearch.DefaultConfig()
+	cfg.URLs, cfg.Refresh = []string{es.URL()}, "wait_for"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := elasticsearch.Open(ctx, cfg, zerolog.Nop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	m, err := auditlog.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := auditlog.SourcesConfig{LogPaths: []string{logPath}}
+	srcs, err := o.Sources(nil, zerolog.Nop(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- Ship(ctx, srcs, st.WriteAuditRecords, zerolog.Nop()) }()
+
+	l, err := elasticsearch.NewLookup(cfg, elasticsearch.LookupConfig{Pattern: "-", NegativeTTL: time.Millisecond}, zerolog.Nop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []auditlog.ExecRecord
+	testutil.EventuallyNil(t, func() error {
+		if recs, err = l.LookupExec(ctx, req.AuditID); err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 0 || !recs[0].Complete() {
+			return fmt.Errorf("lookup found %+v", recs)
+		}
+		return nil
+	})
+	if r := recs[0]; r.User.Username != "alice" || r.Pod != "web-0" || !slices.Equal(r.Command, req.Command) {
+		t.Errorf("shipped record %+v", r)
+	}
+	if n := es.DocCount("correlator-audit"); n != 3 {
+		t.Errorf("audit index holds %d stages, want the 3 of the exec and not the list", n)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("ship: %v", err)
+	}
+}

@@ -1,0 +1,192 @@
+// Package node assembles correlator's node agent from its parts: the
+// probes, the store and its writer, the joiner, the audit sources, the
+// alert engine and sinks, and the API server with metrics and readiness.
+// New builds every part that can fail before any goroutine starts, so a
+// failed start returns having started nothing; Run runs them all.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/pkg/agent"
+	"github.com/execid/correlator/pkg/alert/delivery"
+	"github.com/execid/correlator/pkg/api"
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/authn"
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/meta"
+	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/store/elasticsearch"
+)
+
+// Node is the assembled agent, built and not yet running.
+type Node struct {
+	cfg   Config
+	log   zerolog.Logger
+	cl    cleanups
+	st    backend
+	disp  *delivery.Dispatcher
+	res   *meta.Service
+	ag    *agent.Agent
+	srcs  []auditlog.Source
+	probe *capture.Probe
+	col   *capture.Collector
+	rd    *readiness
+	srv   *api.Server
+	ln    net.Listener
+}
+
+// New builds the agent; on an error it has released whatever it built.
+// Cleanups run in reverse order and their errors are returned, not dropped.
+func New(ctx context.Context, cfg Config, log zerolog.Logger) (n *Node, err error) {
+	n = &Node{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, n.cl.run())
+			n = nil
+		}
+	}()
+	if cfg.PprofListen != "" {
+		stopPprof, err := startPprof(cfg.PprofListen, log)
+		if err != nil {
+			return nil, err
+		}
+		n.cl.add("stopping the pprof server", stopPprof)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if n.st, err = openBackend(ctx, cfg.Store, &n.cfg.ES, log, reg); err != nil {
+		return nil, err
+	}
+	n.cl.add("closing the store", n.st.Close)
+	agentOpts, err := n.agentOptions(ctx, reg)
+	if err != nil {
+		return nil, err
+	}
+	if n.disp != nil {
+		n.cl.add("closing the alert spools", n.disp.Close)
+	}
+	writer := agent.NewStoreWriter(n.st)
+	n.cl.add("flushing the store", writer.Close)
+	reg.MustRegister(store.NewWriterCollector(writer))
+	if n.res, err = meta.New(meta.Config{PodMapPath: cfg.PodMap, CRISocket: cfg.CRISocket, CacheSize: 4096}, log, reg); err != nil {
+		return nil, err
+	}
+	n.cl.add("closing the pod metadata client", n.res.Close)
+	// The heuristic leaves a bridged request to its bridge root only when
+	// the kernel captures the bridge's key.
+	cfg.Agent.Join.BridgeCaptured = !cfg.NoCapture && slices.Contains(cfg.Capture.Keys, cfg.Capture.BridgeKey)
+	// The agent keeps its footprint under the limit SetMemoryLimit set, if any.
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		cfg.Agent.MemoryLimit = l
+	}
+	if n.ag, err = agent.New(cfg.Agent, n.res, writer, log, reg, agentOpts...); err != nil {
+		return nil, err
+	}
+	am, err := auditlog.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	wh, auth, err := n.authAndSources(log, am)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.NoCapture {
+		if n.probe, err = capture.Load(cfg.Capture, log); err != nil {
+			return nil, err
+		}
+		n.cl.add("detaching the probes", n.probe.Close)
+		n.col = capture.NewCollector(n.probe)
+		reg.MustRegister(n.col)
+		if err := n.probe.Attach(); err != nil {
+			return nil, err
+		}
+		capture.LogKernelState(log, cfg.Capture)
+	}
+	n.rd = &readiness{store: writer}
+	handler := api.NewHandler(n.st, api.Config{Auth: auth, Webhook: wh,
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		Ready:   n.rd.check}, log)
+	n.srv = api.NewServer(handler, api.ServerConfig{Addr: cfg.Listen})
+	// Bind before saying "running": a taken port fails the start.
+	if n.ln, err = n.srv.Listen(); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// authAndSources builds the API's authentication, the webhook on the API
+// listener and the audit sources. One reloading source per token file is
+// shared by the API, the webhook on the API listener and
+// --audit-webhook-listen.
+func (n *Node) authAndSources(log zerolog.Logger, am *auditlog.Metrics) (wh http.Handler, auth api.Authenticator, err error) {
+	cfg := &n.cfg
+	tokens := authn.NewFiles(log)
+	var apiTokens *authn.File
+	if !cfg.InsecureNoAuth {
+		if cfg.TokenFile != "" {
+			if apiTokens, err = tokens.Open(cfg.TokenFile); err != nil {
+				return nil, nil, fmt.Errorf("opening --token-file: %w", err)
+			}
+		}
+		if auth, err = cfg.authenticator(apiTokens, log); err != nil {
+			return nil, nil, err
+		}
+	}
+	if cfg.Audit.Configured() {
+		if n.srcs, err = cfg.Audit.Sources(tokens, log, am); err != nil {
+			return nil, nil, err
+		}
+	}
+	// The webhook on the API listener takes the token file's first token,
+	// as rotated; without a file (Kubernetes auth only) it is not served
+	// there at all: use --audit-webhook-listen with its own token or client CA.
+	switch {
+	case cfg.InsecureNoAuth:
+		wh = cfg.Audit.APIWebhook(nil, n.ag.AuditSink(), log, am)
+	case apiTokens != nil:
+		wh = cfg.Audit.APIWebhook(apiTokens.First(), n.ag.AuditSink(), log, am)
+	}
+	return wh, auth, nil
+}
+
+// agentOptions builds the optional parts: rules and sinks, audit lookup.
+// The store itself is always the first lookup: after a restart it holds the
+// records the audit sources will not deliver again.
+func (n *Node) agentOptions(ctx context.Context, reg prometheus.Registerer) ([]agent.Option, error) {
+	cfg := &n.cfg
+	eng, disp, err := cfg.Alerts.build(ctx, &cfg.ES, cfg.Version, n.log, reg)
+	if err != nil {
+		return nil, err
+	}
+	n.disp = disp
+	opts := []agent.Option{agent.WithAlerts(eng, nil)}
+	if disp != nil {
+		opts[0] = agent.WithAlerts(eng, disp)
+	}
+	lookups := agent.Lookups{agent.NewStoredRecords(n.st)}
+	if cfg.Lookup == "elasticsearch" {
+		esCfg, err := cfg.ES.Resolve()
+		if err != nil {
+			return nil, err
+		}
+		l, err := elasticsearch.NewLookup(esCfg, elasticsearch.LookupConfig{Pattern: cfg.LookupPattern}, n.log, reg)
+		if err != nil {
+			return nil, err
+		}
+		lookups = append(lookups, l)
+	}
+	return append(opts, agent.WithAuditLookup(lookups, 4)), nil
+}
