@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -15,21 +14,15 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
 
 	"github.com/execid/correlator/pkg/cluster"
+	"github.com/execid/correlator/pkg/render"
+	"github.com/execid/correlator/pkg/store/elasticsearch"
 )
 
-// exitPartial is the exit status of an answer some nodes did not give.
+// exitPartial is the exit status of an answer some nodes did not give
+// (cluster.ErrPartial).
 const exitPartial = 3
-
-// errPartial marks a partial answer: printed, with the missing nodes on
-// stderr; main exits with exitPartial.
-var errPartial = errors.New("partial answer")
-
-// errNoAnswer is an answer no node gave (every node asked failed): an
-// error, exit status 1, with each node's reason on stderr.
-var errNoAnswer = errors.New("no node answered")
 
 // kubectlOptions are the plugin's flags: kubectl's own (kubeconfig,
 // context, namespace, impersonation), how to find and ask the agents,
@@ -40,6 +33,7 @@ type kubectlOptions struct {
 	kube      clientcmd.ClientConfig
 
 	output, since, until string
+	format               render.Format
 	limit, concurrency   int
 	nodeTimeout          time.Duration
 	agentNamespace       string
@@ -108,27 +102,36 @@ func (o *kubectlOptions) namespace() (string, error) {
 	return ns, nil
 }
 
-// source answers the plugin's queries: the agents through kube-apiserver
-// (cluster.Client) or Elasticsearch.
-type source interface {
-	Who(ctx context.Context, namespace, pod, container string, q url.Values, limit int, processes bool) (cluster.WhoAnswer, error)
-	Sessions(ctx context.Context, q url.Values, limit int) (cluster.Answer[cluster.Session], error)
-	Session(ctx context.Context, auditID string) (cluster.Answer[cluster.SessionView], error)
-	Alerts(ctx context.Context, q url.Values, limit int) (cluster.Answer[cluster.Alert], error)
+// asker asks Elasticsearch with --elasticsearch, or else finds the
+// agents with the caller's kubeconfig and picks their credential; what
+// it leaves unasked goes to stderr.
+func (o *kubectlOptions) asker(ctx context.Context, stderr io.Writer) (*cluster.Asker, error) {
+	src, err := o.source(ctx, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return cluster.NewAsker(src, func(note string) { fmt.Fprintln(stderr, note) }), nil
 }
 
-// source opens Elasticsearch with --elasticsearch, or else finds the
-// agents with the caller's kubeconfig and picks their credential.
-func (o *kubectlOptions) source(ctx context.Context, stderr io.Writer) (source, error) {
-	switch o.output {
-	case "", "wide", "json", "yaml":
-	default:
-		return nil, fmt.Errorf("validating --output %q: want wide, json or yaml", o.output)
+func (o *kubectlOptions) source(ctx context.Context, stderr io.Writer) (cluster.Source, error) {
+	var err error
+	if o.format, err = render.ParseFormat(o.output); err != nil {
+		return nil, fmt.Errorf("validating --output: %w", err)
 	}
 	log := o.logger()
 	if o.elasticsearch != "" {
 		log.Debug().Str("url", o.elasticsearch).Msg("querying Elasticsearch instead of the agents")
-		return openESSource(ctx, o, log)
+		es := o.es
+		es.urls = []string{o.elasticsearch}
+		cfg, err := es.config()
+		if err != nil {
+			return nil, err
+		}
+		s, err := elasticsearch.Open(ctx, cfg, log, nil)
+		if err != nil {
+			return nil, fmt.Errorf("opening Elasticsearch: %w", err)
+		}
+		return cluster.NewESSource(s, time.Now), nil
 	}
 	rc, err := o.kube.ClientConfig()
 	if err != nil {
@@ -157,8 +160,9 @@ func (o *kubectlOptions) source(ctx context.Context, stderr io.Writer) (source, 
 	return c, nil
 }
 
-// filters are the list query's shared parameters.
-func (o *kubectlOptions) filters() url.Values {
+// query is a listing's since, until and limit, narrowed to the pods
+// selector matches in namespace.
+func (o *kubectlOptions) query(namespace, selector string) cluster.Query {
 	q := url.Values{}
 	if o.since != "" {
 		q.Set("since", o.since)
@@ -166,40 +170,17 @@ func (o *kubectlOptions) filters() url.Values {
 	if o.until != "" {
 		q.Set("until", o.until)
 	}
-	return q
+	return cluster.Query{Filters: q, Limit: o.limit, Namespace: namespace, Selector: selector}
 }
 
-// emit writes v as -o json or yaml; it reports whether it did.
-func (o *kubectlOptions) emit(w io.Writer, v any) (bool, error) {
-	switch o.output {
-	case "json":
-		return true, printJSON(w, v)
-	case "yaml":
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return true, fmt.Errorf("encoding YAML: %w", err)
-		}
-		_, err = w.Write(b)
-		return true, err
+// show prints an answer in -o's format, then names on stderr the nodes
+// that did not answer; the error says whether the answer is partial.
+func (o *kubectlOptions) show(cmd *cobra.Command, incomplete error, print func(*render.Printer) error) error {
+	if err := print(render.New(cmd.OutOrStdout(), o.format)); err != nil {
+		return err
 	}
-	return false, nil
-}
-
-// finish names the nodes that did not answer and makes the exit status
-// say the answer is partial, or an error when no node answered.
-func finish(stderr io.Writer, nodes int, fails []cluster.Failure) error {
-	if len(fails) == 0 {
-		return nil
-	}
-	what, err := "partial answer", errPartial
-	if len(fails) >= nodes {
-		what, err = "no answer", errNoAnswer
-	}
-	fmt.Fprintf(stderr, "%s: %d of %d nodes did not answer:\n", what, len(fails), nodes)
-	for _, f := range fails {
-		fmt.Fprintf(stderr, "  %s: %s\n", f.Node, f.Error)
-	}
-	return err
+	render.Unanswered(cmd.ErrOrStderr(), incomplete)
+	return incomplete
 }
 
 // newKubectlCmd is the plugin: `kubectl correlator ...` (plugin), or

@@ -2,12 +2,12 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/execid/correlator/pkg/cluster"
+	"github.com/execid/correlator/pkg/render"
 )
 
 func newWhoCmd(o *kubectlOptions) *cobra.Command {
@@ -41,52 +41,29 @@ to match: ask for it by name.
 			if err != nil {
 				return err
 			}
-			src, err := o.source(cmd.Context(), cmd.ErrOrStderr())
+			ask, err := o.asker(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
+			processes := o.format != render.Table
 			if selector != "" {
-				return o.whoIn(cmd, src, ns, selector, container)
+				ans, err := ask.WhoIn(cmd.Context(), container, o.query(ns, selector), processes)
+				if err != nil {
+					return err
+				}
+				return o.show(cmd, ans.Incomplete(), func(p *render.Printer) error { return p.WhoIn(ans) })
 			}
-			ans, err := src.Who(cmd.Context(), ns, args[0], container, o.filters(), o.limit, o.output != "")
+			ans, err := ask.Who(cmd.Context(), args[0], container, o.query(ns, ""), processes)
 			if err != nil {
 				return err
 			}
-			if done, err := o.emit(cmd.OutOrStdout(), ans); done || err != nil {
-				return firstErr(err, finish(cmd.ErrOrStderr(), ans.Nodes, ans.Unreachable))
-			}
-			if err := renderWho(cmd.OutOrStdout(), ans, o.output == "wide"); err != nil {
-				return err
-			}
-			return finish(cmd.ErrOrStderr(), ans.Nodes, ans.Unreachable)
+			return o.show(cmd, ans.Incomplete(), func(p *render.Printer) error { return p.Who(ans) })
 		},
 	}
 	o.addOutputFlags(cmd.Flags(), true)
 	cmd.Flags().StringVarP(&container, "container", "c", "", "only sessions into this container")
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", selectorHelp)
 	return cmd
-}
-
-// whoIn is who -l.
-func (o *kubectlOptions) whoIn(cmd *cobra.Command, src source, ns, selector, container string) error {
-	ss, sel, err := selectPods(cmd.Context(), src, ns, selector, cmd.ErrOrStderr())
-	if err != nil {
-		return err
-	}
-	ans, err := ss.WhoIn(cmd.Context(), sel, container, o.filters(), o.limit, o.output != "")
-	if err != nil {
-		return err
-	}
-	for _, p := range ans.Skipped {
-		fmt.Fprintf(cmd.ErrOrStderr(), "pod %s/%s is on no node: skipped\n", p.Namespace, p.Name)
-	}
-	if done, err := o.emit(cmd.OutOrStdout(), ans); done || err != nil {
-		return firstErr(err, finish(cmd.ErrOrStderr(), ans.Nodes, ans.Unreachable))
-	}
-	if err := renderWhoIn(cmd.OutOrStdout(), ans, o.output == "wide"); err != nil {
-		return err
-	}
-	return finish(cmd.ErrOrStderr(), ans.Nodes, ans.Unreachable)
 }
 
 func newClusterSessionsCmd(o *kubectlOptions) *cobra.Command {
@@ -107,44 +84,29 @@ newest first.
 			if err := o.checkSelector(selector); err != nil {
 				return err
 			}
-			q := o.filters()
-			for k, v := range map[string]string{"user": user, "group": group, "pod": pod, "container": container, "command": command} {
-				if v != "" {
-					q.Set(k, v)
-				}
-			}
 			ns := ""
 			if !allNamespaces {
 				var err error
 				if ns, err = o.namespace(); err != nil {
 					return err
 				}
-				q.Set("namespace", ns)
 			}
-			src, err := o.source(cmd.Context(), cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			var ans cluster.Answer[cluster.Session]
-			if selector == "" {
-				ans, err = src.Sessions(cmd.Context(), q, o.limit)
-			} else {
-				var ss selectingSource
-				var sel cluster.Selection
-				if ss, sel, err = selectPods(cmd.Context(), src, ns, selector, cmd.ErrOrStderr()); err == nil {
-					ans, err = ss.SessionsIn(cmd.Context(), sel, q, o.limit)
+			q := o.query(ns, selector)
+			for k, v := range map[string]string{"namespace": ns, "user": user, "group": group, "pod": pod,
+				"container": container, "command": command} {
+				if v != "" {
+					q.Filters.Set(k, v)
 				}
 			}
+			ask, err := o.asker(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			if done, err := o.emit(cmd.OutOrStdout(), ans); done || err != nil {
-				return firstErr(err, finish(cmd.ErrOrStderr(), ans.Nodes, ans.Unreachable))
-			}
-			if err := renderClusterSessions(cmd.OutOrStdout(), ans, o.output == "wide"); err != nil {
+			ans, err := ask.Sessions(cmd.Context(), q)
+			if err != nil {
 				return err
 			}
-			return finish(cmd.ErrOrStderr(), ans.Nodes, ans.Unreachable)
+			return o.show(cmd, ans.Incomplete(), func(p *render.Printer) error { return p.Sessions(ans) })
 		},
 	}
 	o.addOutputFlags(cmd.Flags(), true)
@@ -169,30 +131,19 @@ func newClusterSessionCmd(o *kubectlOptions) *cobra.Command {
 		Example: `  kubectl correlator session 6f1c2b7e-0a4d-4c1e-9a57-0d2f3c4b5a69`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			src, err := o.source(cmd.Context(), cmd.ErrOrStderr())
+			ask, err := o.asker(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			ans, err := src.Session(cmd.Context(), args[0])
+			ans, err := ask.Session(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			if done, err := o.emit(cmd.OutOrStdout(), ans); done || err != nil {
-				return firstErr(err, finish(cmd.ErrOrStderr(), ans.Nodes, ans.Unreachable))
+			if len(ans.Items) == 0 && !o.format.Machine() {
+				render.Unanswered(cmd.ErrOrStderr(), ans.Incomplete())
+				return ask.Missing(ans, args[0])
 			}
-			if len(ans.Items) == 0 {
-				if err := finish(cmd.ErrOrStderr(), ans.Nodes, ans.Unreachable); err != nil {
-					if errors.Is(err, errPartial) {
-						fmt.Fprintf(cmd.ErrOrStderr(), "session %s: not on any node that answered\n", args[0])
-					}
-					return err
-				}
-				return fmt.Errorf("finding session %s: not on any of %d nodes", args[0], ans.Nodes)
-			}
-			if err := renderClusterSession(cmd.OutOrStdout(), ans); err != nil {
-				return err
-			}
-			return finish(cmd.ErrOrStderr(), ans.Nodes, ans.Unreachable)
+			return o.show(cmd, ans.Incomplete(), func(p *render.Printer) error { return p.SessionViews(ans) })
 		},
 	}
 	o.addOutputFlags(cmd.Flags(), false)
@@ -227,36 +178,21 @@ pods that no longer exist never match.
 					return err
 				}
 			}
-			q := o.filters()
+			q := o.query(ns, selector)
 			for k, v := range map[string]string{"rule": rule, "severity": severity, "auditID": auditID} {
 				if v != "" {
-					q.Set(k, v)
+					q.Filters.Set(k, v)
 				}
 			}
-			src, err := o.source(cmd.Context(), cmd.ErrOrStderr())
+			ask, err := o.asker(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			var ans cluster.Answer[cluster.Alert]
-			if selector == "" {
-				ans, err = src.Alerts(cmd.Context(), q, o.limit)
-			} else {
-				var ss selectingSource
-				var sel cluster.Selection
-				if ss, sel, err = selectPods(cmd.Context(), src, ns, selector, cmd.ErrOrStderr()); err == nil {
-					ans, err = ss.AlertsIn(cmd.Context(), sel, q, o.limit)
-				}
-			}
+			ans, err := ask.Alerts(cmd.Context(), q)
 			if err != nil {
 				return err
 			}
-			if done, err := o.emit(cmd.OutOrStdout(), ans); done || err != nil {
-				return firstErr(err, finish(cmd.ErrOrStderr(), ans.Nodes, ans.Unreachable))
-			}
-			if err := renderAlerts(cmd.OutOrStdout(), ans); err != nil {
-				return err
-			}
-			return finish(cmd.ErrOrStderr(), ans.Nodes, ans.Unreachable)
+			return o.show(cmd, ans.Incomplete(), func(p *render.Printer) error { return p.Alerts(ans) })
 		},
 	}
 	o.addOutputFlags(cmd.Flags(), true)
@@ -268,12 +204,19 @@ pods that no longer exist never match.
 	return cmd
 }
 
-// firstErr is the first error that is not nil.
-func firstErr(errs ...error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
+// checkSelector refuses a bad selector, or -l with Elasticsearch, before
+// anything is asked.
+func (o *kubectlOptions) checkSelector(selector string) error {
+	if selector == "" {
+		return nil
 	}
-	return nil
+	if o.elasticsearch != "" {
+		return cluster.ErrSelectorES
+	}
+	_, err := cluster.ParseSelector(selector)
+	return err
 }
+
+// selectorHelp is the -l flag's help, shared by the commands.
+const selectorHelp = "only pods matching this label selector (kubectl's syntax: app=web,tier!=db, env in (a,b)); " +
+	"pods that no longer exist have no labels and never match"

@@ -9,6 +9,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+
+	"github.com/execid/correlator/pkg/cluster"
 )
 
 // version is set at link time: -ldflags "-X main.version=v1.2.3".
@@ -32,7 +34,7 @@ func main() {
 	root, name := newRootCmd(&globalOptions{}, os.Args[0], os.Args[1:], os.Getenv)
 	err := root.Execute()
 	switch {
-	case errors.Is(err, errPartial):
+	case errors.Is(err, cluster.ErrPartial):
 		os.Exit(exitPartial) // the missing nodes are already on stderr
 	case err != nil:
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)

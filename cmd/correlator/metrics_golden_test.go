@@ -79,7 +79,7 @@ func TestMetricsPage(t *testing.T) {
 			}
 			return nil
 		})
-		if err := os.WriteFile(metricsGolden, []byte(render(page)), 0o644); err != nil {
+		if err := os.WriteFile(metricsGolden, []byte(renderFixture(page)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -183,10 +183,10 @@ func movedPrefix(page []series, prefix string) bool {
 	return false
 }
 
-// render writes the fixture: "TYPE key moved|any". A series that moved in
+// renderFixture writes the fixture: "TYPE key moved|any". A series that moved in
 // this run is recorded as one that must move; the others (loss counters,
 // mostly zero) must exist, whatever their value on a busy machine.
-func render(page []series) string {
+func renderFixture(page []series) string {
 	var b strings.Builder
 	b.WriteString("# /metrics after one exec and one audit record (TestMetricsPage; -update rewrites).\n")
 	b.WriteString("# moved: the scenario must drive it above zero; any: it must be exported.\n")

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,11 +13,13 @@ import (
 
 	"github.com/execid/correlator/pkg/api"
 	"github.com/execid/correlator/pkg/authn"
+	"github.com/execid/correlator/pkg/render"
 )
 
 // queryOptions are the flags every responder command shares.
 type queryOptions struct {
 	server, tokenFile, caFile, output string
+	format                            render.Format
 	insecureSkipVerify                bool
 	user, group, namespace, pod       string
 	container, since, until, command  string
@@ -33,7 +32,7 @@ func (o *queryOptions) addConnFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.tokenFile, "token-file", os.Getenv("CORRELATOR_TOKEN_FILE"), "file holding the bearer token")
 	f.StringVar(&o.caFile, "ca-file", "", "CA bundle that signed the server's certificate")
 	f.BoolVar(&o.insecureSkipVerify, "insecure-skip-tls-verify", false, "do not verify the server's certificate")
-	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	f.StringVarP(&o.output, "output", "o", "table", "output format: table, wide, json or yaml")
 }
 
 func (o *queryOptions) addFilterFlags(f *pflag.FlagSet) {
@@ -71,8 +70,9 @@ func (o *queryOptions) values() url.Values {
 }
 
 func (o *queryOptions) client() (*api.Client, error) {
-	if o.output != "table" && o.output != "json" {
-		return nil, fmt.Errorf("validating --output %q: want table or json", o.output)
+	var err error
+	if o.format, err = render.ParseFormat(o.output); err != nil {
+		return nil, fmt.Errorf("validating --output: %w", err)
 	}
 	c := &api.Client{BaseURL: o.server, HTTP: &http.Client{}}
 	if o.tokenFile != "" {
@@ -98,30 +98,6 @@ func (o *queryOptions) client() (*api.Client, error) {
 	return c, nil
 }
 
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// collect fetches one page, or with all every page, following cursors.
-func collect[T any](ctx context.Context, q url.Values, all bool,
-	fetch func(context.Context, url.Values) (api.Page[T], error)) (api.Page[T], error) {
-	var out api.Page[T]
-	for {
-		p, err := fetch(ctx, q)
-		if err != nil {
-			return out, err
-		}
-		out.Items = append(out.Items, p.Items...)
-		out.NextCursor = p.NextCursor
-		if !all || p.NextCursor == "" {
-			return out, nil
-		}
-		q.Set("cursor", p.NextCursor)
-	}
-}
-
 func newSessionsCmd() *cobra.Command {
 	o := &queryOptions{}
 	cmd := &cobra.Command{
@@ -136,14 +112,11 @@ func newSessionsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			all, err := collect(cmd.Context(), o.values(), o.all, c.Sessions)
+			all, err := api.Collect(cmd.Context(), o.values(), o.all, c.Sessions)
 			if err != nil {
 				return err
 			}
-			if o.output == "json" {
-				return printJSON(cmd.OutOrStdout(), all)
-			}
-			return renderSessions(cmd.OutOrStdout(), all)
+			return render.New(cmd.OutOrStdout(), o.format).SessionPage(all)
 		},
 	}
 	o.addConnFlags(cmd.Flags())
@@ -170,10 +143,7 @@ process tree.
 			if err != nil {
 				return err
 			}
-			if o.output == "json" {
-				return printJSON(cmd.OutOrStdout(), v)
-			}
-			return renderSession(cmd.OutOrStdout(), v)
+			return render.New(cmd.OutOrStdout(), o.format).Session(v)
 		},
 	}
 	o.addConnFlags(cmd.Flags())
@@ -203,14 +173,11 @@ is attributed to.
 			if attribution != "" {
 				q.Set("attribution", attribution)
 			}
-			all, err := collect(cmd.Context(), q, o.all, c.Processes)
+			all, err := api.Collect(cmd.Context(), q, o.all, c.Processes)
 			if err != nil {
 				return err
 			}
-			if o.output == "json" {
-				return printJSON(cmd.OutOrStdout(), all)
-			}
-			return renderProcesses(cmd.OutOrStdout(), all)
+			return render.New(cmd.OutOrStdout(), o.format).ProcessPage(all)
 		},
 	}
 	o.addConnFlags(cmd.Flags())

@@ -3,11 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +107,18 @@ func TestQueryCommands(t *testing.T) {
 		!strings.Contains(out, "2026-03-04T10:00:03Z  12   shop/web-0     -  ") {
 		t.Errorf("processes: %v\n%s", err, out)
 	}
+	// The node CLI takes kubectl's -o formats, through pkg/render.
+	out, err = run("sessions", "-o", "yaml")
+	if err != nil || !strings.Contains(out, "auditID: "+id) || !strings.Contains(out, "username: alice") {
+		t.Errorf("sessions -o yaml: %v\n%s", err, out)
+	}
+	out, err = run("processes", "--pod", "web-0", "-o", "wide")
+	if err != nil || !strings.Contains(out, "CONTAINER  SOURCE  EXIT  ARGV") {
+		t.Errorf("processes -o wide: %v\n%s", err, out)
+	}
+	if _, err := run("sessions", "-o", "xml"); err == nil || !strings.Contains(err.Error(), "want table, wide, json or yaml") {
+		t.Errorf("sessions -o xml: %v", err)
+	}
 	if _, err := run("session", "nope"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("unknown session: %v", err)
 	}
@@ -125,43 +135,4 @@ func openTokens(t *testing.T, path string) *api.TokenFile {
 		t.Fatal(err)
 	}
 	return api.NewTokenAuth(f)
-}
-
-// TestRenderTables: the list tables name the effective user, fall back to
-// the exec time for a process whose fork was not seen, and mark argv the
-// kernel cut.
-func TestRenderTables(t *testing.T) {
-	t0 := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
-	rows := func(b fmt.Stringer) []string {
-		var out []string
-		for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
-			out = append(out, strings.Join(strings.Fields(l), " "))
-		}
-		return out
-	}
-	var b strings.Builder
-	renderSessions(&b, api.SessionPage{Items: []join.Session{
-		{ExecRecord: auditlog.ExecRecord{AuditID: "a", User: auditlog.UserInfo{Username: "alice"}, Namespace: "shop", Pod: "web-0",
-			RequestReceivedTimestamp: t0, Code: 101, Command: []string{"sh"}}, ProcessCount: 2},
-		{ExecRecord: auditlog.ExecRecord{AuditID: "b", User: auditlog.UserInfo{Username: "bob"},
-			ImpersonatedUser: &auditlog.UserInfo{Username: "deployer"}, Namespace: "shop", Pod: "web-0",
-			Flags: []string{vocab.FlagAuditIDConflict}}},
-	}, NextCursor: "c1"})
-	want := []string{"AUDIT-ID USER NAMESPACE/POD CONTAINER STARTED PROCS CODE FLAGS COMMAND",
-		"a alice shop/web-0 - 2026-03-04T10:00:00Z 2 101 - sh",
-		"b deployer (as, by bob) shop/web-0 - - 0 0 audit_id_conflict",
-		"(more: --all, or the cursor c1)"}
-	if got := rows(&b); !slices.Equal(got, want) {
-		t.Errorf("sessions table:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	b.Reset()
-	renderProcesses(&b, api.ProcessPage{Items: []join.Process{
-		{Exec: capture.Exec{PID: 7, Argv: []string{"tar", "c"}, ArgvTruncated: true}, ExecTime: t0,
-			Attribution: vocab.AttributionHeuristic, Flags: []string{vocab.FlagArgvTruncated}},
-	}})
-	want = []string{"STARTED PID NAMESPACE/POD AUDIT-ID ATTRIBUTION FLAGS ARGV",
-		"2026-03-04T10:00:00Z 7 -/- - heuristic argv_truncated tar c …"}
-	if got := rows(&b); !slices.Equal(got, want) {
-		t.Errorf("processes table:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
 }

@@ -43,6 +43,25 @@ func (c *Client) Session(ctx context.Context, auditID string) (SessionView, erro
 	return v, c.get(ctx, "/api/v1/sessions/"+url.PathEscape(auditID), nil, &v)
 }
 
+// Collect fetches one page, or with all every page, following cursors
+// (fetch is a Client list: Sessions, Processes).
+func Collect[T any](ctx context.Context, q url.Values, all bool,
+	fetch func(context.Context, url.Values) (Page[T], error)) (Page[T], error) {
+	var out Page[T]
+	for {
+		p, err := fetch(ctx, q)
+		if err != nil {
+			return out, err
+		}
+		out.Items = append(out.Items, p.Items...)
+		out.NextCursor = p.NextCursor
+		if !all || p.NextCursor == "" {
+			return out, nil
+		}
+		q.Set("cursor", p.NextCursor)
+	}
+}
+
 func (c *Client) get(ctx context.Context, path string, q url.Values, out any) error {
 	u := strings.TrimRight(c.BaseURL, "/") + path
 	if len(q) > 0 {

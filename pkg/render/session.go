@@ -1,101 +1,45 @@
-package main
+package render
 
 import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/execid/correlator/pkg/api"
-	"github.com/execid/correlator/pkg/auditlog"
-	"github.com/execid/correlator/pkg/join"
+	"github.com/execid/correlator/pkg/cluster"
 )
 
-// Rendering is pure: it writes kubectl-style tables from API responses.
-
-func short(s string, n int) string {
-	if len(s) <= n {
-		return s
+// Session is one node's session: who, from where, and its process tree
+// (correlator session). Wide is the table.
+func (p *Printer) Session(v api.SessionView) error {
+	if done, err := p.encode(v); done {
+		return err
 	}
-	return s[:n-1] + "…"
+	writeSession(p.w, &v)
+	return nil
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
+// SessionViews is a session from every node that holds it (kubectl
+// correlator session): an audit ID held by several requests prints each.
+func (p *Printer) SessionViews(a cluster.Answer[cluster.SessionView]) error {
+	if done, err := p.encode(a); done {
+		return err
 	}
-	return s
+	if len(a.Items) > 1 {
+		fmt.Fprintf(p.w, "Audit ID %s is held by %d different requests (replayed, or reused across nodes):\n\n",
+			a.Items[0].AuditID, len(a.Items))
+	}
+	for i := range a.Items {
+		if i > 0 {
+			fmt.Fprintln(p.w)
+		}
+		fmt.Fprintf(p.w, "Node:        %s\n", nodes(a.Items[i].Nodes))
+		writeSession(p.w, &a.Items[i].SessionView)
+	}
+	return nil
 }
 
-func flags(f []string) string { return orDash(strings.Join(f, ",")) }
-
-// effectiveUser names who a request ran as, and who asked when that was
-// someone else.
-func effectiveUser(s *auditlog.ExecRecord) string {
-	eff := s.Effective().Username
-	if s.ImpersonatedUser == nil || eff == "" {
-		return s.User.Username
-	}
-	return eff + " (as, by " + s.User.Username + ")"
-}
-
-// rfc3339 writes a time, or a dash when it is not known.
-func rfc3339(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.UTC().Format(time.RFC3339)
-}
-
-func renderSessions(w io.Writer, p api.SessionPage) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AUDIT-ID\tUSER\tNAMESPACE/POD\tCONTAINER\tSTARTED\tPROCS\tCODE\tFLAGS\tCOMMAND")
-	for i := range p.Items {
-		s := &p.Items[i]
-		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.AuditID, effectiveUser(&s.ExecRecord), s.Namespace, s.Pod,
-			orDash(s.Container), rfc3339(s.RequestReceivedTimestamp), s.ProcessCount, s.Code, flags(s.Flags),
-			short(strings.Join(s.Command, " "), 60))
-	}
-	if p.NextCursor != "" {
-		fmt.Fprintf(tw, "(more: --all, or the cursor %s)\n", p.NextCursor)
-	}
-	return tw.Flush()
-}
-
-func renderProcesses(w io.Writer, p api.ProcessPage) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STARTED\tPID\tNAMESPACE/POD\tAUDIT-ID\tATTRIBUTION\tFLAGS\tARGV")
-	for i := range p.Items {
-		x := &p.Items[i]
-		fmt.Fprintf(tw, "%s\t%d\t%s/%s\t%s\t%s\t%s\t%s\n", rfc3339(startOf(x)), x.PID, orDash(x.Namespace),
-			orDash(x.Pod), orDash(x.AuditID), orDash(string(x.Attribution)), flags(x.Flags), argv(x, 70))
-	}
-	if p.NextCursor != "" {
-		fmt.Fprintf(tw, "(more: --all, or the cursor %s)\n", p.NextCursor)
-	}
-	return tw.Flush()
-}
-
-// startOf is when the process started: forked, or failing that exec'd.
-func startOf(p *join.Process) time.Time {
-	if p.Start.IsZero() {
-		return p.ExecTime
-	}
-	return p.Start
-}
-
-// argv is the process's command line, cut to n, marked when the kernel
-// captured only part of it.
-func argv(p *join.Process, n int) string {
-	a := strings.Join(p.Argv, " ")
-	if p.ArgvTruncated {
-		a += " …"
-	}
-	return short(a, n)
-}
-
-func renderSession(w io.Writer, v api.SessionView) error {
+func writeSession(w io.Writer, v *api.SessionView) {
 	s := &v.Session
 	fmt.Fprintf(w, "Session:     %s\n", s.AuditID)
 	fmt.Fprintf(w, "User:        %s\n", s.User.Username)
@@ -143,9 +87,9 @@ func renderSession(w io.Writer, v api.SessionView) error {
 	if s.Env != nil {
 		fmt.Fprintf(w, "Caller env:  %s\n", strings.Join(s.Env, " "))
 	}
-	return nil
 }
 
+// drawNode writes one process of the tree and, indented, its children.
 func drawNode(w io.Writer, n *api.TreeNode, prefix string, last bool) {
 	branch, next := "├─ ", "│  "
 	if last {

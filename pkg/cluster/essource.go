@@ -1,4 +1,4 @@
-package main
+package cluster
 
 import (
 	"cmp"
@@ -8,40 +8,28 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/execid/correlator/pkg/api"
-	"github.com/execid/correlator/pkg/cluster"
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
-	"github.com/execid/correlator/pkg/store/elasticsearch"
 )
 
-// esSource answers the plugin's queries from the Elasticsearch store
-// every agent writes: one query, no fan-out, and no node names (the
-// store does not keep them).
-type esSource struct {
+// ESSource answers the plugin's queries from the Elasticsearch store
+// every agent writes: one query, no fan-out, and no node names (the store
+// does not keep them).
+type ESSource struct {
 	r   api.Reader
 	now func() time.Time
 }
 
-func openESSource(ctx context.Context, o *kubectlOptions, log zerolog.Logger) (*esSource, error) {
-	es := o.es
-	es.urls = []string{o.elasticsearch}
-	cfg, err := es.config()
-	if err != nil {
-		return nil, err
-	}
-	s, err := elasticsearch.Open(ctx, cfg, log, nil)
-	if err != nil {
-		return nil, fmt.Errorf("opening Elasticsearch: %w", err)
-	}
-	return &esSource{r: s, now: time.Now}, nil
+// NewESSource answers from r; now places since and until given as
+// durations.
+func NewESSource(r api.Reader, now func() time.Time) *ESSource {
+	return &ESSource{r: r, now: now}
 }
 
 // window reads since and until as the agents do: RFC 3339 or a duration
 // ago.
-func (e *esSource) window(q url.Values) (since, until time.Time, err error) {
+func (e *ESSource) window(q url.Values) (since, until time.Time, err error) {
 	parse := func(s string) (time.Time, error) {
 		if s == "" {
 			return time.Time{}, nil
@@ -82,8 +70,8 @@ func esPages[T any](limit int, fetch func(cursor string, n int) ([]T, string, er
 	}
 }
 
-func (e *esSource) Sessions(ctx context.Context, q url.Values, limit int) (cluster.Answer[cluster.Session], error) {
-	var ans cluster.Answer[cluster.Session]
+func (e *ESSource) Sessions(ctx context.Context, q url.Values, limit int) (Answer[Session], error) {
+	var ans Answer[Session]
 	since, until, err := e.window(q)
 	if err != nil {
 		return ans, err
@@ -98,14 +86,14 @@ func (e *esSource) Sessions(ctx context.Context, q url.Values, limit int) (clust
 		return ans, fmt.Errorf("querying Elasticsearch: %w", err)
 	}
 	for _, s := range items {
-		ans.Items = append(ans.Items, cluster.Session{Nodes: []string{}, Session: s})
+		ans.Items = append(ans.Items, Session{Nodes: []string{}, Session: s})
 	}
 	ans.Truncated = more
 	return ans, nil
 }
 
-func (e *esSource) Who(ctx context.Context, namespace, pod, container string, q url.Values, limit int,
-	processes bool) (cluster.WhoAnswer, error) {
+func (e *ESSource) Who(ctx context.Context, namespace, pod, container string, q url.Values, limit int,
+	processes bool) (WhoAnswer, error) {
 	q2 := url.Values{}
 	for k, v := range q {
 		q2[k] = v
@@ -115,7 +103,7 @@ func (e *esSource) Who(ctx context.Context, namespace, pod, container string, q 
 	if container != "" {
 		q2.Set("container", container)
 	}
-	ans := cluster.WhoAnswer{Namespace: namespace, Pod: pod}
+	ans := WhoAnswer{Namespace: namespace, Pod: pod}
 	var err error
 	if ans.Answer, err = e.Sessions(ctx, q2, limit); err != nil || !processes {
 		return ans, err
@@ -132,8 +120,8 @@ func (e *esSource) Who(ctx context.Context, namespace, pod, container string, q 
 	return ans, nil
 }
 
-func (e *esSource) Session(ctx context.Context, auditID string) (cluster.Answer[cluster.SessionView], error) {
-	var ans cluster.Answer[cluster.SessionView]
+func (e *ESSource) Session(ctx context.Context, auditID string) (Answer[SessionView], error) {
+	var ans Answer[SessionView]
 	d, err := e.r.GetSession(ctx, auditID)
 	if errors.Is(err, store.ErrNotFound) {
 		return ans, nil
@@ -142,12 +130,12 @@ func (e *esSource) Session(ctx context.Context, auditID string) (cluster.Answer[
 		return ans, fmt.Errorf("querying Elasticsearch: %w", err)
 	}
 	v := api.SessionView{SessionDetail: d, Tree: store.NonNil(api.BuildTree(d.Processes))}
-	ans.Items = []cluster.SessionView{{Nodes: []string{}, SessionView: v}}
+	ans.Items = []SessionView{{Nodes: []string{}, SessionView: v}}
 	return ans, nil
 }
 
-func (e *esSource) Alerts(ctx context.Context, q url.Values, limit int) (cluster.Answer[cluster.Alert], error) {
-	var ans cluster.Answer[cluster.Alert]
+func (e *ESSource) Alerts(ctx context.Context, q url.Values, limit int) (Answer[Alert], error) {
+	var ans Answer[Alert]
 	since, until, err := e.window(q)
 	if err != nil {
 		return ans, err
@@ -160,7 +148,7 @@ func (e *esSource) Alerts(ctx context.Context, q url.Values, limit int) (cluster
 		return ans, fmt.Errorf("querying Elasticsearch: %w", err)
 	}
 	for _, a := range items {
-		ans.Items = append(ans.Items, cluster.Alert{Nodes: []string{}, Alert: a})
+		ans.Items = append(ans.Items, Alert{Nodes: []string{}, Alert: a})
 	}
 	ans.Truncated = more
 	return ans, nil
