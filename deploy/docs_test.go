@@ -552,18 +552,13 @@ func TestReadmeFrontDoor(t *testing.T) {
 
 // TestDocPicture: README.md and docs/README.md show docs/path.svg, the SVG
 // carries each box path.dot names, and each pkg/... box is a real
-// directory (a `// pending: pkg/x` line names one another branch is
-// creating; it must not exist yet, so the mark is dropped once it does).
+// directory.
 func TestDocPicture(t *testing.T) {
 	if !strings.Contains(string(readFile(t, "../docs/README.md")), "](path.svg)") {
 		t.Error("docs/README.md does not show path.svg")
 	}
 	dot := string(readFile(t, "../docs/path.dot"))
 	svg := string(readFile(t, "../docs/path.svg"))
-	pending := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^// pending: (pkg/[a-z0-9_/]+)$`).FindAllStringSubmatch(dot, -1) {
-		pending[m[1]] = true
-	}
 	pkgs := map[string]bool{}
 	for _, m := range regexp.MustCompile(`label="([^"]*)"`).FindAllStringSubmatch(dot, -1) {
 		for _, p := range regexp.MustCompile(`\bpkg/[a-z0-9_]+(?:/[a-z0-9_]+)*`).FindAllString(m[1], -1) {
@@ -577,13 +572,7 @@ func TestDocPicture(t *testing.T) {
 		if !strings.Contains(svg, p) {
 			t.Errorf("docs/path.svg lacks %s, which docs/path.dot names: run make picture", p)
 		}
-		fi, err := os.Stat(filepath.Join("..", filepath.FromSlash(p)))
-		switch {
-		case pending[p] && err == nil:
-			t.Errorf("docs/path.dot marks %s pending, but it exists now: drop the mark", p)
-		case pending[p]:
-			t.Logf("docs/path.dot: %s is pending (another branch creates it)", p)
-		case err != nil || !fi.IsDir():
+		if fi, err := os.Stat(filepath.Join("..", filepath.FromSlash(p))); err != nil || !fi.IsDir() {
 			t.Errorf("docs/path.dot names %s, which is not a directory of this repository", p)
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -42,7 +41,7 @@ type kubectlOptions struct {
 	authMode, readerSA   string
 	tokenTTL             time.Duration
 	elasticsearch        string
-	es                   esOptions
+	es                   elasticsearch.Connection
 	verbose              int
 }
 
@@ -66,11 +65,11 @@ func (o *kubectlOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.readerSA, "reader-service-account", cluster.DefaultReaderSA, "service account in --agent-namespace to mint agent tokens for")
 	fs.DurationVar(&o.tokenTTL, "token-ttl", cluster.DefaultTokenTTL, "lifetime of a minted token (10m at least)")
 	fs.StringVar(&o.elasticsearch, "elasticsearch", os.Getenv("CORRELATOR_ELASTICSEARCH"), "query this Elasticsearch store instead of the agents")
-	fs.StringVar(&o.es.apiKeyFile, "es-api-key-file", "", "file holding the Elasticsearch API key (base64 id:key)")
-	fs.StringVar(&o.es.username, "es-username", "", "Elasticsearch user (basic auth; the password comes from $CORRELATOR_ES_PASSWORD)")
-	fs.StringVar(&o.es.caCert, "es-ca-cert", "", "PEM file of CAs that signed the Elasticsearch certificates")
-	fs.StringVar(&o.es.indexPrefix, "es-index-prefix", "correlator", "prefix of correlator's indices")
-	o.es.passwordEnv = "CORRELATOR_ES_PASSWORD"
+	o.es = elasticsearch.Connection{Config: elasticsearch.DefaultConfig(), PasswordEnv: "CORRELATOR_ES_PASSWORD"}
+	fs.StringVar(&o.es.APIKeyFile, "es-api-key-file", "", "file holding the Elasticsearch API key (base64 id:key)")
+	fs.StringVar(&o.es.Username, "es-username", "", "Elasticsearch user (basic auth; the password comes from $CORRELATOR_ES_PASSWORD)")
+	fs.StringVar(&o.es.CACert, "es-ca-cert", "", "PEM file of CAs that signed the Elasticsearch certificates")
+	fs.StringVar(&o.es.IndexPrefix, "es-index-prefix", "correlator", "prefix of correlator's indices")
 	fs.CountVarP(&o.verbose, "verbose", "v", "say how the agents were found and reached (which credential), -v or -v=1")
 }
 
@@ -97,7 +96,7 @@ func (o *kubectlOptions) logger() zerolog.Logger {
 func (o *kubectlOptions) namespace() (string, error) {
 	ns, _, err := o.kube.Namespace()
 	if err != nil {
-		return "", o.kubeconfigError("reading the namespace from the kubeconfig", err)
+		return "", cluster.KubeconfigError("reading the namespace from the kubeconfig", err, o.loading)
 	}
 	return ns, nil
 }
@@ -122,8 +121,8 @@ func (o *kubectlOptions) source(ctx context.Context, stderr io.Writer) (cluster.
 	if o.elasticsearch != "" {
 		log.Debug().Str("url", o.elasticsearch).Msg("querying Elasticsearch instead of the agents")
 		es := o.es
-		es.urls = []string{o.elasticsearch}
-		cfg, err := es.config()
+		es.URLs = []string{o.elasticsearch}
+		cfg, err := es.Resolve()
 		if err != nil {
 			return nil, err
 		}
@@ -135,19 +134,11 @@ func (o *kubectlOptions) source(ctx context.Context, stderr io.Writer) (cluster.
 	}
 	rc, err := o.kube.ClientConfig()
 	if err != nil {
-		return nil, o.kubeconfigError("loading the kubeconfig", err)
+		return nil, cluster.KubeconfigError("loading the kubeconfig", err, o.loading)
 	}
 	cfg := cluster.Config{Rest: rc, AgentNamespace: o.agentNamespace, AgentSelector: o.agentSelector,
-		AgentPort: o.agentPort, Concurrency: o.concurrency, NodeTimeout: o.nodeTimeout, Log: log}
-	if f, ok := stderr.(*os.File); ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())) {
-		cfg.Progress = func(done, total int) {
-			if done < total {
-				fmt.Fprintf(stderr, "\rquerying nodes %d/%d", done, total)
-			} else {
-				fmt.Fprint(stderr, "\r\033[K")
-			}
-		}
-	}
+		AgentPort: o.agentPort, Concurrency: o.concurrency, NodeTimeout: o.nodeTimeout, Log: log,
+		Progress: cluster.TerminalProgress(stderr)}
 	c, err := cluster.New(cfg)
 	if err != nil {
 		return nil, err

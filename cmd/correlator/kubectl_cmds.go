@@ -34,7 +34,7 @@ to match: ask for it by name.
 			case len(args) == 0 && selector == "":
 				return errors.New("who: give a POD or -l SELECTOR")
 			}
-			if err := o.checkSelector(selector); err != nil {
+			if err := cluster.CheckSelector(selector, o.elasticsearch != ""); err != nil {
 				return err
 			}
 			ns, err := o.namespace()
@@ -81,7 +81,7 @@ newest first.
   kubectl correlator sessions -l app=web -A   # sessions into the pods labelled app=web now`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.checkSelector(selector); err != nil {
+			if err := cluster.CheckSelector(selector, o.elasticsearch != ""); err != nil {
 				return err
 			}
 			ns := ""
@@ -91,13 +91,8 @@ newest first.
 					return err
 				}
 			}
-			q := o.query(ns, selector)
-			for k, v := range map[string]string{"namespace": ns, "user": user, "group": group, "pod": pod,
-				"container": container, "command": command} {
-				if v != "" {
-					q.Filters.Set(k, v)
-				}
-			}
+			q := o.query(ns, selector).Filter(map[string]string{"namespace": ns, "user": user, "group": group, "pod": pod,
+				"container": container, "command": command})
 			ask, err := o.asker(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -168,7 +163,7 @@ pods that no longer exist never match.
   kubectl correlator alerts -l app=web -A`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.checkSelector(selector); err != nil {
+			if err := cluster.CheckSelector(selector, o.elasticsearch != ""); err != nil {
 				return err
 			}
 			ns := ""
@@ -178,12 +173,7 @@ pods that no longer exist never match.
 					return err
 				}
 			}
-			q := o.query(ns, selector)
-			for k, v := range map[string]string{"rule": rule, "severity": severity, "auditID": auditID} {
-				if v != "" {
-					q.Filters.Set(k, v)
-				}
-			}
+			q := o.query(ns, selector).Filter(map[string]string{"rule": rule, "severity": severity, "auditID": auditID})
 			ask, err := o.asker(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -202,19 +192,6 @@ pods that no longer exist never match.
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only alerts about the pods that match now: "+selectorHelp)
 	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "with -l: select pods in every namespace (default: -n or the context's)")
 	return cmd
-}
-
-// checkSelector refuses a bad selector, or -l with Elasticsearch, before
-// anything is asked.
-func (o *kubectlOptions) checkSelector(selector string) error {
-	if selector == "" {
-		return nil
-	}
-	if o.elasticsearch != "" {
-		return cluster.ErrSelectorES
-	}
-	_, err := cluster.ParseSelector(selector)
-	return err
 }
 
 // selectorHelp is the -l flag's help, shared by the commands.

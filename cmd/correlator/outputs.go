@@ -34,18 +34,3 @@ func alertFlags(fs *pflag.FlagSet, o *node.AlertConfig) {
 	fs.StringVar(&o.TokenFile, "alert-token-file", "", "bearer token (webhook) or HEC token (splunk-hec) for the HTTP sinks")
 	fs.StringVar(&o.CAFile, "alert-ca-file", "", "PEM file of CAs for the HTTPS and syslog+tls sinks")
 }
-
-// esOptions are the kubectl plugin's Elasticsearch flags (kubectl.go
-// binds them); config resolves them as elasticsearch.Connection does.
-type esOptions struct {
-	urls                              []string
-	apiKeyFile, username, passwordEnv string
-	caCert, indexPrefix, refresh      string
-	retention                         time.Duration
-}
-
-func (o *esOptions) config() (elasticsearch.Config, error) {
-	c := elasticsearch.Connection{Config: elasticsearch.DefaultConfig(), APIKeyFile: o.apiKeyFile, PasswordEnv: o.passwordEnv}
-	c.URLs, c.CACert, c.IndexPrefix, c.Refresh, c.Retention, c.Username = o.urls, o.caCert, o.indexPrefix, o.refresh, o.retention, o.username
-	return c.Resolve()
-}

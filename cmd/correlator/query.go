@@ -1,10 +1,7 @@
 package main
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 
@@ -12,7 +9,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/execid/correlator/pkg/api"
-	"github.com/execid/correlator/pkg/authn"
 	"github.com/execid/correlator/pkg/render"
 )
 
@@ -74,28 +70,8 @@ func (o *queryOptions) client() (*api.Client, error) {
 	if o.format, err = render.ParseFormat(o.output); err != nil {
 		return nil, fmt.Errorf("validating --output: %w", err)
 	}
-	c := &api.Client{BaseURL: o.server, HTTP: &http.Client{}}
-	if o.tokenFile != "" {
-		tok, err := authn.FirstToken(o.tokenFile)
-		if err != nil {
-			return nil, err
-		}
-		c.Token = tok
-	}
-	tc := &tls.Config{InsecureSkipVerify: o.insecureSkipVerify} //nolint:gosec // an explicit, documented flag
-	if o.caFile != "" {
-		pem, err := os.ReadFile(o.caFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("reading CA file %s: no certificates in it", o.caFile)
-		}
-		tc.RootCAs = pool
-	}
-	c.HTTP.Transport = &http.Transport{TLSClientConfig: tc}
-	return c, nil
+	return api.NewClient(api.ClientConfig{Server: o.server, TokenFile: o.tokenFile, CAFile: o.caFile,
+		InsecureSkipVerify: o.insecureSkipVerify})
 }
 
 func newSessionsCmd() *cobra.Command {

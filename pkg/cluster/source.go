@@ -38,6 +38,29 @@ type Query struct {
 	Selector, Namespace string
 }
 
+// Filter sets each non-empty value of kv as a filter of q.
+func (q Query) Filter(kv map[string]string) Query {
+	for k, v := range kv {
+		if v != "" {
+			q.Filters.Set(k, v)
+		}
+	}
+	return q
+}
+
+// CheckSelector refuses a bad selector, or one with Elasticsearch (a
+// store has no pods to select), before anything is asked.
+func CheckSelector(selector string, elasticsearch bool) error {
+	switch {
+	case selector == "":
+		return nil
+	case elasticsearch:
+		return ErrSelectorES
+	}
+	_, err := ParseSelector(selector)
+	return err
+}
+
 // Asker asks a Source the plugin's listings, narrowed to a selector's
 // pods when the query has one.
 type Asker struct {

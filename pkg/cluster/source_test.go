@@ -151,3 +151,28 @@ func TestESSource(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckSelector: a bad selector and one beside Elasticsearch are
+// refused before anything is asked; no selector is fine either way.
+func TestCheckSelector(t *testing.T) {
+	for _, c := range []struct {
+		sel     string
+		es, bad bool
+	}{
+		{"", false, false}, {"", true, false}, {"app=web", false, false},
+		{"app=web", true, true}, {"app in (", false, true},
+	} {
+		err := CheckSelector(c.sel, c.es)
+		if (err != nil) != c.bad || (c.es && c.bad && !errors.Is(err, ErrSelectorES)) {
+			t.Errorf("CheckSelector(%q, es=%v) = %v, want refused: %v", c.sel, c.es, err, c.bad)
+		}
+	}
+}
+
+// TestQueryFilter sets only the values given.
+func TestQueryFilter(t *testing.T) {
+	q := Query{Filters: url.Values{"since": {"1h"}}}.Filter(map[string]string{"user": "alice", "pod": ""})
+	if got := q.Filters.Encode(); got != "since=1h&user=alice" {
+		t.Errorf("filters %q", got)
+	}
+}
