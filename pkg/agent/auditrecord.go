@@ -1,25 +1,14 @@
 package agent
 
 import (
-	"encoding/json"
-	"fmt"
-
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/store"
 )
 
-// AuditRecord keeps one exec stage as parsed (the decoder normalises every
-// framing to the audit.k8s.io/v1 shape); `audit ship` indexes the same.
-func AuditRecord(ev *auditlog.Event) (store.AuditRecord, error) {
-	raw, err := json.Marshal(ev)
-	if err != nil {
-		return store.AuditRecord{}, fmt.Errorf("encoding audit stage %s/%s: %w", ev.AuditID, ev.Stage, err)
-	}
-	return store.AuditRecord{AuditID: ev.RecordID(), Stage: ev.Stage, StageTimestamp: ev.StageTimestamp.Time, Event: raw}, nil
-}
-
+// auditRecord is ev as the store keeps it; a stage that does not encode
+// is kept without its body, and said.
 func (a *Agent) auditRecord(ev *auditlog.Event) store.AuditRecord {
-	r, err := AuditRecord(ev)
+	r, err := store.AuditRecordOf(ev)
 	if err != nil {
 		a.log.Warn().Err(err).Msg("keeping audit stage")
 		r = store.AuditRecord{AuditID: ev.RecordID(), Stage: ev.Stage, StageTimestamp: ev.StageTimestamp.Time}

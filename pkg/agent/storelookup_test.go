@@ -34,7 +34,7 @@ func storedStages(t *testing.T, req testutil.ExecRequest) []store.AuditRecord {
 	var out []store.AuditRecord
 	for _, line := range bytes.Split(bytes.TrimSpace(req.LogLines()), []byte("\n")) {
 		for _, ev := range p.ParseLine(line) {
-			r, err := AuditRecord(&ev)
+			r, err := store.AuditRecordOf(&ev)
 			if err != nil {
 				t.Fatal(err)
 			}

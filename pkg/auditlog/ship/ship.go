@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/execid/correlator/pkg/agent"
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/store"
 	"github.com/execid/correlator/pkg/store/elasticsearch"
@@ -55,7 +54,7 @@ func Ship(ctx context.Context, srcs []auditlog.Source, write func(context.Contex
 	sink := func(ctx context.Context, evs []auditlog.Event) error {
 		recs := make([]store.AuditRecord, 0, len(evs))
 		for i := range evs {
-			r, err := agent.AuditRecord(&evs[i])
+			r, err := store.AuditRecordOf(&evs[i])
 			if err != nil {
 				log.Warn().Err(err).Msg("skipping audit stage")
 				continue
