@@ -30,7 +30,7 @@ exits, the next agent or capture --pin adopts them, and
 ` + "`correlator uninstall`" + ` removes them. --pin is refused while an agent
 reads probes pinned there.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := capture.CheckCapturePins(cf.pin, cmd.Flags().Changed("pin-path"), cf.cfg.PinPath); err != nil {
+			if err := capture.CheckPins(cf.pin, cmd.Flags().Changed("pin-path"), cf.cfg.PinPath); err != nil {
 				return err
 			}
 			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

@@ -72,7 +72,7 @@ func TestPinningDefaults(t *testing.T) {
 			if tc.agent || tc.pinPath == capture.DefaultPinPath {
 				return // an agent on this machine may be reading there
 			}
-			err := capture.CheckCapturePins(c.pin, fs.Changed("pin-path"), c.cfg.PinPath)
+			err := capture.CheckPins(c.pin, fs.Changed("pin-path"), c.cfg.PinPath)
 			if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 				t.Errorf("checking pins: %v, want %q", err, tc.err)
 			}

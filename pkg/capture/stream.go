@@ -28,11 +28,11 @@ func (f Filter) Keep(ev Event) bool {
 	return !f.WithIDOnly || ev.AuditID != "" || ev.ClaimedAuditID != "" || len(ev.Keys) > 0
 }
 
-// CheckCapturePins refuses what would make `correlator capture` touch pins
+// CheckPins refuses what would make `correlator capture` touch pins
 // it was not asked to, or another process's: a --pin-path without --pin,
 // and --pin where a live agent reads (the same build would share its ring;
 // another would take its probes over and remove its pins).
-func CheckCapturePins(pin, pinPathSet bool, pinPath string) error {
+func CheckPins(pin, pinPathSet bool, pinPath string) error {
 	switch {
 	case !pin && pinPathSet:
 		return errors.New("validating --pin-path: capture pins only with --pin (without it nothing is pinned and nothing stays in the kernel)")

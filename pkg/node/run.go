@@ -87,8 +87,10 @@ func (n *Node) startCapture(runCtx context.Context, goRun func(string, func(cont
 	if err != nil {
 		n.log.Warn().Err(err).Msg("bootstrapping lineage from procfs")
 	}
-	for _, ev := range boot {
-		n.ag.Process(runCtx, ev)
+	// Queued as bursts: a node's thousands of processes take a queue place
+	// per 256, not one each.
+	if err := n.ag.ProcessBurst(runCtx, boot); err != nil {
+		n.log.Warn().Err(err).Msg("queueing the procfs processes")
 	}
 	goRun("capture", func(ctx context.Context) error {
 		return n.probe.RunBatches(ctx, func(evs []capture.Event) {
