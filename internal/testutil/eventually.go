@@ -15,7 +15,14 @@ const EventuallyBound = 60 * time.Second
 // paces the checks.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(EventuallyBound)
+	EventuallyWithin(t, EventuallyBound, what, cond)
+}
+
+// EventuallyWithin is Eventually with its own bound, for a test whose
+// bound tells two mechanisms apart (one that would answer only after it).
+func EventuallyWithin(t testing.TB, bound time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)

@@ -41,39 +41,59 @@ func (p *Probe) RunBatches(ctx context.Context, fn func([]Event), onBad func(err
 	p.badOld = 0
 	var rec ringbuf.Record
 	burst := make([]Event, 0, maxBurst)
+	waiter, err := newRingWaiter(p.objs.Events)
+	if err != nil {
+		return err
+	}
+	defer waiter.Close()
+	stopWait := context.AfterFunc(ctx, func() { waiter.Close() })
+	defer stopWait()
 	for {
 		if time.Since(p.lastBeat) >= heartbeatEvery {
 			p.beat()
 			p.lastBeat = time.Now()
 		}
-		// The kernel wakes us only for a backlog; the deadline collects
-		// the quiet trickle (see Config.FlushInterval).
-		p.reader.SetDeadline(time.Now().Add(p.cfg.FlushInterval))
-		if err := p.reader.ReadInto(&rec); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				continue
-			}
+		burst, err = p.drain(&rec, burst[:0], onBad)
+		if len(burst) > 0 {
+			fn(burst)
+			clear(burst) // drop the strings the events held
+		}
+		if err != nil {
 			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) {
 				return nil
 			}
 			return fmt.Errorf("reading ring buffer: %w", err)
 		}
-		burst = p.decodeInto(burst, rec.RawSample, onBad)
-		// What else the ring holds now goes with it. A read error here is
-		// met again by the read above; a ring holding only discarded
-		// frames makes this read wait out the deadline (FlushInterval).
-		for len(burst) < maxBurst && p.reader.AvailableBytes() > 0 {
-			if p.reader.ReadInto(&rec) != nil {
-				break
-			}
-			burst = p.decodeInto(burst, rec.RawSample, onBad)
+		if len(burst) == maxBurst {
+			continue // the ring may hold more: no wait
 		}
-		if len(burst) > 0 {
-			fn(burst)
-			clear(burst) // drop the strings the events held
-			burst = burst[:0]
+		// The kernel wakes us only for a backlog; FlushInterval collects
+		// the quiet trickle. The wait is on the netpoller (ringWaiter).
+		if err := waiter.wait(p.cfg.FlushInterval); err != nil {
+			if ctx.Err() != nil || errors.Is(err, os.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("waiting on the ring buffer: %w", err)
 		}
 	}
+}
+
+// drain reads what the ring holds now, up to maxBurst events, without
+// waiting: the deadline is already past, so the reader's epoll_wait
+// returns at once. It returns the error that ended the read, nil when the
+// ring is empty.
+func (p *Probe) drain(rec *ringbuf.Record, burst []Event, onBad func(error)) ([]Event, error) {
+	p.reader.SetDeadline(time.Unix(1, 0))
+	for len(burst) < maxBurst {
+		if err := p.reader.ReadInto(rec); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return burst, nil
+			}
+			return burst, err
+		}
+		burst = p.decodeInto(burst, rec.RawSample, onBad)
+	}
+	return burst, nil
 }
 
 // decodeInto appends the event in frame to evs; a frame that does not
