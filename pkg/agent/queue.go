@@ -72,29 +72,33 @@ const maxDrain = 1024
 // (up to maxDrain events), then emits their updates as one batch.
 func (a *Agent) handleProcesses(ctx context.Context, first []procItem) {
 	since := a.now()
-	var ups []join.Update
+	// One update per row the burst changed, not one per event: an exec
+	// and its exit read together are output, stored and judged once.
+	a.joiner.Hold()
 	for _, it := range first {
-		ups = a.handleProcess(ctx, a.now(), it, ups)
+		a.handleProcess(ctx, a.now(), it)
 	}
 	for n := len(first); n < maxDrain; {
 		select {
 		case items := <-a.procs:
 			for _, it := range items {
-				ups = a.handleProcess(ctx, a.now(), it, ups)
+				a.handleProcess(ctx, a.now(), it)
 			}
 			n += len(items)
 		default:
 			n = maxDrain
 		}
 	}
-	a.emit(ctx, since, ups)
+	a.emit(ctx, since, a.joiner.Release())
 }
 
-// handleProcess joins one capture event and appends its updates to ups.
-func (a *Agent) handleProcess(ctx context.Context, now time.Time, it procItem, ups []join.Update) []join.Update {
+// handleProcess joins one capture event; its updates wait in the joiner's
+// hold (handleProcesses).
+func (a *Agent) handleProcess(ctx context.Context, now time.Time, it procItem) {
 	if it.exit != nil {
 		a.events.WithLabelValues("exit").Inc()
-		return append(ups, a.joiner.AddExit(now, *it.exit)...)
+		a.joiner.AddExit(now, *it.exit)
+		return
 	}
 	if ev := it.exec; ev.Kind == capture.KindExec {
 		a.events.WithLabelValues("exec").Inc()
@@ -106,7 +110,6 @@ func (a *Agent) handleProcess(ctx context.Context, now time.Time, it procItem, u
 			}
 			a.labels.set(&info)
 		}
-		return append(ups, a.joiner.AddProcess(now, join.ProcessOf(ev, info.Namespace, info.Pod, info.Container, info.PodUID))...)
+		a.joiner.AddProcess(now, join.ProcessOf(ev, info.Namespace, info.Pod, info.Container, info.PodUID))
 	}
-	return ups
 }

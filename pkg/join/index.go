@@ -213,6 +213,7 @@ func (j *Joiner) live(rs *recSet) bool {
 // removeProc forgets a process; the store still counts it in its session.
 func (j *Joiner) removeProc(p *proc) {
 	id := p.in.ProcessID
+	j.keepHeld(p)
 	j.unindex(p)
 	j.setRoot(p, "")
 	j.dropHeld(p)

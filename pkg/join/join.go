@@ -161,6 +161,8 @@ type Joiner struct {
 	queued     map[string]struct{}
 	dirtyProcs map[string]struct{}
 	dirtySess  map[string]struct{}
+	held       bool     // Hold: flush waits for Release
+	heldOut    []Update // what removeProc took from a held flush
 }
 
 // New returns an empty Joiner.
@@ -370,10 +372,11 @@ func (j *Joiner) settle() {
 
 // flush turns everything changed since the last call into Updates.
 func (j *Joiner) flush() []Update {
-	if len(j.dirtyProcs) == 0 && len(j.dirtySess) == 0 {
+	if j.held || len(j.dirtyProcs) == 0 && len(j.dirtySess) == 0 {
 		return nil
 	}
 	out := make([]Update, 0, len(j.dirtyProcs)+len(j.dirtySess))
+	procs := make([]Process, 0, len(j.dirtyProcs)) // one allocation for the rows
 	for id := range j.dirtySess {
 		if rs := j.recs[id]; rs != nil {
 			for _, s := range rs.outputs() {
@@ -383,8 +386,8 @@ func (j *Joiner) flush() []Update {
 	}
 	for id := range j.dirtyProcs {
 		if p := j.procs.get(id); p != nil {
-			ap := p.output()
-			out = append(out, Update{Process: &ap})
+			procs = append(procs, p.output())
+			out = append(out, Update{Process: &procs[len(procs)-1]})
 		}
 	}
 	j.dirtyProcs, j.dirtySess = emptied(j.dirtyProcs), emptied(j.dirtySess)
