@@ -1,7 +1,5 @@
 package store
 
-import "github.com/execid/correlator/pkg/join"
-
 // pending is the open batch, collapsing rows with the same key.
 type pending struct {
 	rows     int
@@ -40,18 +38,32 @@ func (p *pending) add(b Batch) {
 
 func (p *pending) batch() Batch { return p.b }
 
-// reset empties p after a commit. The batch's slices went to the store
-// (and the commit hook, which may keep them), so new ones are made, sized
-// as the last; the key maps are the writer's own and are kept.
-func (p *pending) reset() {
+// reuseRows bounds the batch slices reset keeps: a burst's large batch
+// is let go rather than held for good.
+const reuseRows = 1024
+
+// reset empties p after a commit. With reuse (no commit hook, which may
+// keep the batch) the batch's slices are kept for the next one: a
+// BatchWriter never keeps them past Write. Otherwise new ones are made,
+// sized as the last. The key maps are the writer's own and are kept.
+func (p *pending) reset(reuse bool) {
 	last := p.b
 	clear(p.sessions)
 	clear(p.procs)
 	*p = pending{sessions: p.sessions, procs: p.procs}
-	if n := len(last.Processes); n > 0 {
-		p.b.Processes = make([]join.Process, 0, n)
-	}
-	if n := len(last.Sessions); n > 0 {
-		p.b.Sessions = make([]join.Session, 0, n)
+	p.b.Processes = resetRows(last.Processes, reuse)
+	p.b.Sessions = resetRows(last.Sessions, reuse)
+}
+
+// resetRows is the emptied rows slice reset hands the next batch.
+func resetRows[T any](rows []T, reuse bool) []T {
+	switch {
+	case len(rows) == 0:
+		return nil
+	case reuse && cap(rows) <= reuseRows:
+		clear(rows) // drop what the rows referenced
+		return rows[:0]
+	default:
+		return make([]T, 0, min(len(rows), reuseRows))
 	}
 }

@@ -11,7 +11,8 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// BatchWriter commits a batch; every Backend is one.
+// BatchWriter commits a batch; every Backend is one. Write must not keep
+// the batch's slices once it returns: the Writer reuses them.
 type BatchWriter interface {
 	Write(ctx context.Context, b Batch) error
 }
@@ -340,7 +341,7 @@ func (w *Writer) commit(p *pending) {
 		}
 		w.retry.Reset(w.backoff.NextBackOff())
 	} else {
-		p.reset()
+		p.reset(w.onCommit == nil)
 		w.batches.Add(1)
 		w.rows.Add(n)
 		w.health.Store(nil)

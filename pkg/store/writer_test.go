@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -26,7 +27,9 @@ func (r *recorder) Write(_ context.Context, b Batch) error {
 	if r.fail != nil {
 		return r.fail
 	}
-	r.batches = append(r.batches, b)
+	// A BatchWriter must not keep the batch's slices: the writer reuses them.
+	r.batches = append(r.batches, Batch{Sessions: slices.Clone(b.Sessions), Processes: slices.Clone(b.Processes),
+		AuditRecords: slices.Clone(b.AuditRecords), Alerts: slices.Clone(b.Alerts)})
 	return nil
 }
 
@@ -375,4 +378,33 @@ func closedGate() chan struct{} {
 	c := make(chan struct{})
 	close(c)
 	return c
+}
+
+// The writer reuses a committed batch's slices for the next (no commit
+// hook): each commit holds its own rows only, small batches (reused) and
+// large ones (let go) alike.
+func TestWriterReusedBatchHoldsOnlyItsRows(t *testing.T) {
+	for _, n := range []int{2, reuseRows + 1} {
+		var r recorder
+		w := NewWriter(&r, 1<<20, time.Hour)
+		ctx := context.Background()
+		var first []join.Process
+		for i := range n {
+			first = append(first, process(fmt.Sprintf("p%d", i), "", 0))
+		}
+		w.Add(ctx, Batch{Processes: first})
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w.Add(ctx, Batch{Processes: []join.Process{process("q", "a", 0)}})
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.batches) != 2 || len(r.batches[0].Processes) != n {
+			t.Fatalf("%d rows first: %d batches", n, len(r.batches))
+		}
+		if got := r.batches[1].Processes; len(got) != 1 || got[0].ProcessID != "q" || got[0].AuditID != "a" {
+			t.Fatalf("%d rows first: the second batch holds %+v", n, got)
+		}
+	}
 }
