@@ -2,8 +2,11 @@ package join
 
 import (
 	"fmt"
+	"math/rand"
+	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -115,4 +118,15 @@ func hasAll(have []string, want ...string) bool {
 // requests received up to t has closed (holdsDeadline), inside the TTL.
 func windowsClosed(t time.Time) time.Time {
 	return t.Add(2*DefaultHeuristicWindow + DefaultAuditLag + 30*time.Second)
+}
+
+// propertyRand is a property test's generator, seeded from JOIN_SEED or
+// the clock; the seed is logged so that a failure can be rerun.
+func propertyRand(t *testing.T) (int64, *rand.Rand) {
+	seed := time.Now().UnixNano()
+	if s, err := strconv.ParseInt(os.Getenv("JOIN_SEED"), 10, 64); err == nil {
+		seed = s
+	}
+	t.Logf("seed %d (rerun with JOIN_SEED=%d)", seed, seed)
+	return seed, rand.New(rand.NewSource(seed))
 }

@@ -2,9 +2,7 @@ package join
 
 import (
 	"math/rand"
-	"os"
 	"reflect"
-	"strconv"
 	"testing"
 	"time"
 
@@ -17,12 +15,7 @@ import (
 // length (as the agent reads the ring), end in exactly the rows given
 // without Hold. Positive control: the bursts did hold back updates.
 func TestHoldSameRowsProperty(t *testing.T) {
-	seed := time.Now().UnixNano()
-	if s, err := strconv.ParseInt(os.Getenv("JOIN_SEED"), 10, 64); err == nil {
-		seed = s
-	}
-	t.Logf("seed %d (rerun with JOIN_SEED=%d)", seed, seed)
-	rng := rand.New(rand.NewSource(seed))
+	seed, rng := propertyRand(t)
 	scenarios := 200
 	if testing.Short() {
 		scenarios = 30

@@ -2,10 +2,7 @@ package join
 
 import (
 	"fmt"
-	"math/rand"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,12 +82,7 @@ func TestJoinMissingAuditID(t *testing.T) {
 // process is ever attributed by ID to an ID-less session, and the answer
 // does not depend on the order.
 func TestJoinMissingAuditIDProperty(t *testing.T) {
-	seed := time.Now().UnixNano()
-	if s, err := strconv.ParseInt(os.Getenv("JOIN_SEED"), 10, 64); err == nil {
-		seed = s
-	}
-	t.Logf("seed %d (rerun with JOIN_SEED=%d)", seed, seed)
-	rng := rand.New(rand.NewSource(seed))
+	seed, rng := propertyRand(t)
 	scenarios := 100
 	if testing.Short() {
 		scenarios = 20

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"net/url"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -236,12 +234,7 @@ func feed(t *testing.T, sc scenario, rng *rand.Rand, mode int) *snapshot {
 }
 
 func TestJoinOrderIndependence(t *testing.T) {
-	seed := time.Now().UnixNano()
-	if s, err := strconv.ParseInt(os.Getenv("JOIN_SEED"), 10, 64); err == nil {
-		seed = s
-	}
-	t.Logf("seed %d (rerun with JOIN_SEED=%d)", seed, seed)
-	rng := rand.New(rand.NewSource(seed))
+	seed, rng := propertyRand(t)
 	scenarios, orders := 200, 24
 	if testing.Short() {
 		scenarios = 30

@@ -3,10 +3,8 @@ package join
 import (
 	"fmt"
 	"math/rand"
-	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"testing"
 	"time"
 
@@ -210,12 +208,7 @@ func feedTimed(t *testing.T, sc idlessScenario, rng *rand.Rand, lag time.Duratio
 }
 
 func TestJoinHeuristicAnswersOnceSettled(t *testing.T) {
-	seed := time.Now().UnixNano()
-	if s, err := strconv.ParseInt(os.Getenv("JOIN_SEED"), 10, 64); err == nil {
-		seed = s
-	}
-	t.Logf("seed %d (rerun with JOIN_SEED=%d)", seed, seed)
-	rng := rand.New(rand.NewSource(seed))
+	seed, rng := propertyRand(t)
 	scenarios, orders := 300, 6
 	if testing.Short() {
 		scenarios = 40
