@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"fmt"
 	"os/exec"
 	"testing"
 	"time"
@@ -33,14 +34,14 @@ func TestRingWakeupReachesReader(t *testing.T) {
 				allScope(cfg)
 				cfg.FlushInterval, cfg.WakeupBytes = c.flush, c.wakeup
 			})
-			cmd := exec.Command("/bin/true")
-			if err := cmd.Run(); err != nil {
-				t.Fatalf("running /bin/true: %v", err)
+			// The first exec may be read by the reader's first drain; the
+			// second comes once it has read one and waits.
+			for i := range 2 {
+				pid := runTrue(t)
+				testutil.EventuallyWithin(t, mechanismBound, fmt.Sprintf("exec %d reached the reader", i+1), func() bool {
+					return len(h.all(func(ev Event) bool { return ev.Kind == KindExec && ev.PID == pid })) > 0
+				})
 			}
-			pid := uint32(cmd.Process.Pid)
-			testutil.EventuallyWithin(t, mechanismBound, "the exec reached the reader", func() bool {
-				return len(h.all(func(ev Event) bool { return ev.Kind == KindExec && ev.PID == pid })) > 0
-			})
 		})
 	}
 }
@@ -48,18 +49,26 @@ func TestRingWakeupReachesReader(t *testing.T) {
 // Cancelling the reader while it waits out a minute's FlushInterval stops
 // it at once: the wait is closed, not run to its end.
 func TestRingReaderStopsWhileWaiting(t *testing.T) {
-	h := newHarness(t, func(cfg *Config) { allScope(cfg); cfg.FlushInterval = time.Minute })
-	// Positive control: the reader runs, and is waiting (the ring is
-	// drained at start, so what follows waits).
-	select {
-	case <-h.done:
-		t.Fatal("the reader stopped before it was cancelled")
-	default:
-	}
+	h := newHarness(t, func(cfg *Config) { allScope(cfg); cfg.FlushInterval, cfg.WakeupBytes = time.Minute, 1 })
+	// Positive control: the reader runs (it reads an exec), then waits.
+	pid := runTrue(t)
+	testutil.EventuallyWithin(t, mechanismBound, "the exec reached the reader", func() bool {
+		return len(h.all(func(ev Event) bool { return ev.Kind == KindExec && ev.PID == pid })) > 0
+	})
 	h.cancel()
 	select {
 	case <-h.done:
 	case <-time.After(mechanismBound):
 		t.Fatalf("the reader did not stop within %s of its cancel", mechanismBound)
 	}
+}
+
+// runTrue runs /bin/true and returns its pid.
+func runTrue(t *testing.T) uint32 {
+	t.Helper()
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("running /bin/true: %v", err)
+	}
+	return uint32(cmd.Process.Pid)
 }

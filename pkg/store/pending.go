@@ -58,11 +58,11 @@ func (p *pending) reset(reuse bool) {
 // resetRows is the emptied rows slice reset hands the next batch.
 func resetRows[T any](rows []T, reuse bool) []T {
 	switch {
-	case len(rows) == 0:
-		return nil
 	case reuse && cap(rows) <= reuseRows:
 		clear(rows) // drop what the rows referenced
 		return rows[:0]
+	case len(rows) == 0:
+		return nil
 	default:
 		return make([]T, 0, min(len(rows), reuseRows))
 	}
