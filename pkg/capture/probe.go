@@ -25,7 +25,8 @@ type Probe struct {
 	log         zerolog.Logger
 	objs        correlatorObjects
 	dec         *Decoder
-	reader      *ringbuf.Reader
+	reader      *ringbuf.Reader // for tests and benchmarks that read raw frames
+	ring        *ringView       // Run's reader (read.go)
 	mu          sync.Mutex
 	links       []link.Link
 	resumed     bool          // pinned lineage was found: a restart or a handover
@@ -128,6 +129,11 @@ func load(cfg Config, log zerolog.Logger, b build) (*Probe, error) {
 	}
 	p.reader, err = ringbuf.NewReader(p.objs.Events)
 	if err != nil {
+		p.objs.Close()
+		return nil, fmt.Errorf("opening ring buffer: %w", err)
+	}
+	if p.ring, err = newRingView(p.objs.Events); err != nil {
+		p.reader.Close()
 		p.objs.Close()
 		return nil, fmt.Errorf("opening ring buffer: %w", err)
 	}
@@ -294,6 +300,9 @@ func (p *Probe) Close() error {
 	if p.reader != nil {
 		errs = append(errs, p.reader.Close())
 	}
+	if p.ring != nil {
+		errs = append(errs, p.ring.Close())
+	}
 	if p.heart != nil {
 		errs = append(errs, p.heart.Close())
 	}
@@ -367,4 +376,4 @@ func ensureBPFFS(pinPath string) error {
 }
 
 // Backlog is the number of bytes waiting in the ring buffer.
-func (p *Probe) Backlog() int { return p.reader.AvailableBytes() }
+func (p *Probe) Backlog() int { return p.ring.available() }

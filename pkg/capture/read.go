@@ -7,7 +7,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/cilium/ebpf/ringbuf"
 )
 
 // Run reads events until ctx ends or the probe is closed, calling fn for
@@ -27,8 +26,6 @@ const maxBurst = 256
 // once (up to maxBurst), so that a consumer on another goroutine is woken
 // once a burst, not once an event. fn must not keep evs.
 func (p *Probe) RunBatches(ctx context.Context, fn func([]Event), onBad func(error)) error {
-	stop := context.AfterFunc(ctx, func() { p.reader.Close() })
-	defer stop()
 	for lo := 0; lo < len(p.pending); lo += maxBurst {
 		fn(p.pending[lo:min(lo+maxBurst, len(p.pending))])
 	}
@@ -39,7 +36,6 @@ func (p *Probe) RunBatches(ctx context.Context, fn func([]Event), onBad func(err
 		}
 	}
 	p.badOld = 0
-	var rec ringbuf.Record
 	burst := make([]Event, 0, maxBurst)
 	waiter, err := newRingWaiter(p.objs.Events)
 	if err != nil {
@@ -48,18 +44,18 @@ func (p *Probe) RunBatches(ctx context.Context, fn func([]Event), onBad func(err
 	defer waiter.Close()
 	stopWait := context.AfterFunc(ctx, func() { waiter.Close() })
 	defer stopWait()
-	for {
+	for ctx.Err() == nil { // a flood's drains do not wait, so look here
 		if time.Since(p.lastBeat) >= heartbeatEvery {
 			p.beat()
 			p.lastBeat = time.Now()
 		}
-		burst, err = p.drain(&rec, burst[:0], onBad)
+		burst, err = p.drain(burst[:0], onBad)
 		if len(burst) > 0 {
 			fn(burst)
 			clear(burst) // drop the strings the events held
 		}
 		if err != nil {
-			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) {
+			if errors.Is(err, os.ErrClosed) {
 				return nil
 			}
 			return fmt.Errorf("reading ring buffer: %w", err)
@@ -76,24 +72,21 @@ func (p *Probe) RunBatches(ctx context.Context, fn func([]Event), onBad func(err
 			return fmt.Errorf("waiting on the ring buffer: %w", err)
 		}
 	}
+	return nil
 }
 
-// drain reads what the ring holds now, up to maxBurst events, without
-// waiting: the deadline is already past, so the reader's epoll_wait
-// returns at once. It returns the error that ended the read, nil when the
-// ring is empty.
-func (p *Probe) drain(rec *ringbuf.Record, burst []Event, onBad func(error)) ([]Event, error) {
-	p.reader.SetDeadline(time.Unix(1, 0))
-	for len(burst) < maxBurst {
-		if err := p.reader.ReadInto(rec); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return burst, nil
-			}
-			return burst, err
-		}
-		burst = p.decodeInto(burst, rec.RawSample, onBad)
+// drain reads what the ring holds now, up to maxBurst events, from its
+// mapped pages (ringView: no system call). It returns the error that ended
+// the read, nil when the ring is empty or holds only a record the kernel
+// is still writing (the next wait's deadline collects it).
+func (p *Probe) drain(burst []Event, onBad func(error)) ([]Event, error) {
+	_, err := p.ring.read(maxBurst-len(burst), func(frame []byte) {
+		burst = p.decodeInto(burst, frame, onBad)
+	})
+	if errors.Is(err, errRingBusy) {
+		err = nil
 	}
-	return burst, nil
+	return burst, err
 }
 
 // decodeInto appends the event in frame to evs; a frame that does not
