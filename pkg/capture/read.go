@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"time"
-
 )
 
 // Run reads events until ctx ends or the probe is closed, calling fn for
