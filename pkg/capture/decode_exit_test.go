@@ -233,3 +233,22 @@ func BenchmarkDecodeExit(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
+
+// The key's text is what the store and the API hold: pinned here, edges
+// included, since it is built by hand.
+func TestProcessKey(t *testing.T) {
+	for _, tc := range []struct {
+		tgid  uint32
+		start uint64
+		want  string
+	}{
+		{0, 123 * ticksNs, ""},
+		{1, 0, "1-0"},
+		{4242, 123*ticksNs + ticksNs - 1, "4242-123"},
+		{^uint32(0), ^uint64(0), "4294967295-1844674407370"},
+	} {
+		if got := ProcessKey(tc.tgid, tc.start); got != tc.want {
+			t.Errorf("ProcessKey(%d, %d) = %q, want %q", tc.tgid, tc.start, got, tc.want)
+		}
+	}
+}

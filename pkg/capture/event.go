@@ -94,7 +94,11 @@ func ProcessKey(tgid uint32, startBootNs uint64) string {
 	if tgid == 0 {
 		return ""
 	}
-	return strconv.FormatUint(uint64(tgid), 10) + "-" + strconv.FormatUint(startBootNs/ticksNs, 10)
+	// One allocation, not three: every event renders one to three keys.
+	var buf [41]byte
+	b := strconv.AppendUint(buf[:0], uint64(tgid), 10)
+	b = append(b, '-')
+	return string(strconv.AppendUint(b, startBootNs/ticksNs, 10))
 }
 
 // HasFlag reports whether the event carries flag f.
