@@ -240,11 +240,10 @@ func writeProcesses(ctx context.Context, ts *txStmts, procs []join.Process) erro
 		chunk := procs[lo:min(lo+processRowsPerStmt, len(procs))]
 		args = args[:0]
 		for i := range chunk {
-			a, err := processArgs(&chunk[i])
-			if err != nil {
+			var err error
+			if args, err = appendProcessArgs(args, &chunk[i]); err != nil {
 				return fmt.Errorf("encoding process %s: %w", chunk[i].ProcessID, err)
 			}
-			args = append(args, a...)
 		}
 		up, err := ts.get(upsertProcessSQLs[len(chunk)])
 		if err != nil {
@@ -257,22 +256,26 @@ func writeProcesses(ctx context.Context, ts *txStmts, procs []join.Process) erro
 	return nil
 }
 
-func processArgs(p *join.Process) ([]any, error) {
+// appendProcessArgs appends p's processColumns values to args. Each is of
+// a type database/sql passes as is (int64, string, ...): another (uint32,
+// int, a named string type) goes through its reflection converter, one
+// allocation a value.
+func appendProcessArgs(args []any, p *join.Process) ([]any, error) {
 	if p.ProcessID == "" {
-		return nil, fmt.Errorf("checking process: empty process ID")
+		return args, fmt.Errorf("checking process: empty process ID")
 	}
 	var exitCode any
 	if p.ExitCode != nil {
-		exitCode = *p.ExitCode
+		exitCode = int64(*p.ExitCode)
 	}
 	var e encoder
-	args := []any{
-		p.ProcessID, p.ParentProcessID, p.PID, p.PPID, p.UID, p.Filename, e.json(p.Argv),
+	args = append(args,
+		p.ProcessID, p.ParentProcessID, int64(p.PID), int64(p.PPID), int64(p.UID), p.Filename, e.json(p.Argv),
 		strings.Join(p.Argv, " "), p.ContainerID, p.PodUID, p.Namespace, p.Pod, p.Container,
-		nanos(p.Start), nullNanos(p.Exit), exitCode, p.AuditID, p.ClaimedAuditID, p.Attribution,
-		p.Confidence, e.json(p.Candidates), p.Source, e.json(p.Flags), p.SessionRootID,
+		nanos(p.Start), nullNanos(p.Exit), exitCode, p.AuditID, p.ClaimedAuditID, string(p.Attribution),
+		p.Confidence, e.json(p.Candidates), string(p.Source), e.json(p.Flags), p.SessionRootID,
 		nanos(p.ExecTime), p.ArgvTruncated, p.SPOExecRequestUID,
-	}
+	)
 	return args, e.err
 }
 
