@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
@@ -104,25 +103,29 @@ func benchProbe(b *testing.B) (*Probe, *atomic.Int64, *frameSizes) {
 	}
 	var n atomic.Int64
 	sizes := &frameSizes{}
+	waiter, err := newRingWaiter(p.objs.Events)
+	if err != nil {
+		b.Fatal(err)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		var rec ringbuf.Record
 		for {
-			p.reader.SetDeadline(time.Now().Add(cfg.FlushInterval))
-			if err := p.reader.ReadInto(&rec); err != nil {
-				if errors.Is(err, os.ErrDeadlineExceeded) {
-					continue
+			_, err := p.ring.read(maxBurst, func(frame []byte) {
+				if ev, err := p.dec.Decode(frame); err == nil {
+					n.Add(1)
+					sizes.add(ev.Kind, len(frame))
 				}
+			})
+			if err != nil && !errors.Is(err, errRingBusy) {
 				return
 			}
-			if ev, err := p.dec.Decode(rec.RawSample); err == nil {
-				n.Add(1)
-				sizes.add(ev.Kind, len(rec.RawSample))
+			if waiter.wait(cfg.FlushInterval) != nil {
+				return
 			}
 		}
 	}()
-	b.Cleanup(func() { p.reader.Close(); <-done; p.Close() })
+	b.Cleanup(func() { waiter.Close(); <-done; p.Close() })
 	return p, &n, sizes
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
@@ -25,8 +24,7 @@ type Probe struct {
 	log         zerolog.Logger
 	objs        correlatorObjects
 	dec         *Decoder
-	reader      *ringbuf.Reader // for tests and benchmarks that read raw frames
-	ring        *ringView       // Run's reader (read.go)
+	ring        *ringView // the events ring, read by Run (read.go)
 	mu          sync.Mutex
 	links       []link.Link
 	resumed     bool          // pinned lineage was found: a restart or a handover
@@ -127,13 +125,7 @@ func load(cfg Config, log zerolog.Logger, b build) (*Probe, error) {
 	if err := p.loadObjects(spec, opts); err != nil {
 		return nil, err
 	}
-	p.reader, err = ringbuf.NewReader(p.objs.Events)
-	if err != nil {
-		p.objs.Close()
-		return nil, fmt.Errorf("opening ring buffer: %w", err)
-	}
 	if p.ring, err = newRingView(p.objs.Events); err != nil {
-		p.reader.Close()
 		p.objs.Close()
 		return nil, fmt.Errorf("opening ring buffer: %w", err)
 	}
@@ -297,9 +289,6 @@ func (p *Probe) Close() error {
 	p.mu.Lock()
 	errs := []error{p.closeLinksLocked()}
 	p.mu.Unlock()
-	if p.reader != nil {
-		errs = append(errs, p.reader.Close())
-	}
 	if p.ring != nil {
 		errs = append(errs, p.ring.Close())
 	}
