@@ -327,17 +327,20 @@ func (a *Agent) emit(ctx context.Context, since time.Time, ups []join.Update) {
 		if u.Session != nil {
 			b.Sessions = append(b.Sessions, *u.Session)
 		}
-		if u.Process != nil {
+		switch {
+		case u.Process != nil && u.ExitOnly:
+			b.Exits = append(b.Exits, *u.Process)
+		case u.Process != nil:
 			b.Processes = append(b.Processes, *u.Process)
 		}
 	}
 	b.Alerts = a.evaluate(&b, since)
 	if err := a.sink.Add(ctx, b); err != nil {
-		a.log.Error().Err(err).Int("sessions", len(b.Sessions)).Int("processes", len(b.Processes)).Msg("queueing store batch")
+		a.log.Error().Err(err).Int("sessions", len(b.Sessions)).Int("processes", len(b.Processes)+len(b.Exits)).Msg("queueing store batch")
 	}
 	a.latency.Observe(time.Since(since).Seconds())
 	a.deliver(ctx, b.Alerts)
-	a.wantLookups(b.Processes)
+	a.wantLookups(&b)
 }
 
 // Stats exposes the joiner's counters.

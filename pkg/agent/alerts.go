@@ -56,10 +56,10 @@ func (a *Agent) evaluate(b *store.Batch, now time.Time) []store.Alert {
 		in := alert.Input{Session: s, Labels: a.labels.get(s.Namespace, s.Pod)}
 		out = append(out, a.alerter.Evaluate(in, now)...)
 	}
-	done := make(map[string]bool, len(b.Processes))
-	for i := range b.Processes {
-		done[b.Processes[i].ProcessID] = true
-		out = append(out, a.evaluateProcess(&b.Processes[i], byID, now)...)
+	done := make(map[string]bool, len(b.Processes)+len(b.Exits))
+	for p := range b.AllProcesses() {
+		done[p.ProcessID] = true
+		out = append(out, a.evaluateProcess(p, byID, now)...)
 	}
 	return append(out, a.settleClaims(b, byID, done, now)...)
 }

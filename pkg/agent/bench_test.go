@@ -47,7 +47,7 @@ func (c *commitClock) hook(b store.Batch, err error) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, p := range b.Processes {
+	for p := range b.AllProcesses() {
 		if p.Attribution == "" || p.AuditID == "" {
 			continue
 		}

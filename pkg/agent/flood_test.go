@@ -144,8 +144,8 @@ type procSink struct {
 func (s *procSink) Add(_ context.Context, b store.Batch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, p := range b.Processes {
-		s.procs[p.ProcessID] = p
+	for p := range b.AllProcesses() {
+		s.procs[p.ProcessID] = *p
 	}
 	return nil
 }

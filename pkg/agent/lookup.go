@@ -9,6 +9,7 @@ import (
 
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/join"
+	"github.com/execid/correlator/pkg/store"
 )
 
 // lookupState asks an audit lookup (Elasticsearch) for the records of IDs
@@ -62,13 +63,13 @@ func WithAuditLookup(l auditlog.Lookup, workers int) Option {
 
 // wantLookups queues a lookup for every unattributed process whose ID has
 // no record in the joiner.
-func (a *Agent) wantLookups(procs []join.Process) {
+func (a *Agent) wantLookups(b *store.Batch) {
 	if a.lookup == nil {
 		return
 	}
-	for i := range procs {
-		id := procs[i].ClaimedAuditID
-		if procs[i].AuditID != "" || id == "" || a.lookup.asked.Contains(id) {
+	for p := range b.AllProcesses() {
+		id := p.ClaimedAuditID
+		if p.AuditID != "" || id == "" || a.lookup.asked.Contains(id) {
 			continue
 		}
 		if _, ok := a.joiner.Session(id); ok {

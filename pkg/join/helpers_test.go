@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -66,9 +67,14 @@ func xr(id string, command ...string) auditlog.ExecRecord {
 }
 
 // snapshot folds a stream of updates into the last state of every row.
+// It also checks every ExitOnly update against the row it follows: the
+// row before, with the new exit, must be the new row (badExitOnly lists
+// those that were not).
 type snapshot struct {
-	procs    map[string]Process
-	sessions map[string]Session
+	procs       map[string]Process
+	sessions    map[string]Session
+	exitOnly    int      // ExitOnly updates applied
+	badExitOnly []string // ExitOnly updates that changed more than the exit
 }
 
 func newSnapshot() *snapshot {
@@ -79,10 +85,29 @@ func (s *snapshot) apply(us []Update) {
 	for _, u := range us {
 		switch {
 		case u.Process != nil:
+			if u.ExitOnly {
+				s.checkExitOnly(u.Process)
+			}
 			s.procs[u.Process.ProcessID] = *u.Process
 		case u.Session != nil:
 			s.sessions[u.Session.AuditID] = *u.Session
 		}
+	}
+}
+
+// checkExitOnly notes p, marked ExitOnly, unless the row it replaces with
+// p's exit is p: a store that writes only the exit then holds p.
+func (s *snapshot) checkExitOnly(p *Process) {
+	s.exitOnly++
+	prev, ok := s.procs[p.ProcessID]
+	if !ok {
+		s.badExitOnly = append(s.badExitOnly, p.ProcessID+": no row handed out before")
+		return
+	}
+	prev.Exit, prev.ExitCode = p.Exit, p.ExitCode
+	if !reflect.DeepEqual(prev, *p) {
+		s.badExitOnly = append(s.badExitOnly, fmt.Sprintf("%s: more than the exit changed:\nwas %+v\nnow %+v",
+			p.ProcessID, prev, *p))
 	}
 }
 

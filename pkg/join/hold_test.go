@@ -43,12 +43,17 @@ func TestHoldSameRowsProperty(t *testing.T) {
 // process-side steps are held bursts of random length, released before an
 // audit event and at the end. It returns the rows and the updates given.
 func feedHeld(t *testing.T, sc scenario, steps []int, rng *rand.Rand) (*snapshot, int) {
+	snap := newSnapshot()
+	given := 0
+	feedInto(t, sc, steps, rng, func(us []Update) { given += len(us); snap.apply(us) })
+	return snap, given
+}
+
+// feedInto is feedHeld handing every update to apply.
+func feedInto(t *testing.T, sc scenario, steps []int, rng *rand.Rand, apply func([]Update)) {
 	j := newJoiner(t)
 	m := auditlog.NewMerger(auditlog.MergerConfig{})
-	snap := newSnapshot()
 	now := t0.Add(90 * time.Second)
-	given := 0
-	apply := func(us []Update) { given += len(us); snap.apply(us) }
 	left := 0 // steps left in the open burst
 	release := func() {
 		if left > 0 || j.held {
@@ -80,7 +85,6 @@ func feedHeld(t *testing.T, sc scenario, steps []int, rng *rand.Rand) (*snapshot
 	}
 	release()
 	apply(j.Expire(t0.Add(time.Hour)))
-	return snap, given
 }
 
 // A process changed and then evicted inside a held burst still has its

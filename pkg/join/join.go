@@ -157,9 +157,11 @@ type Joiner struct {
 
 	peaks [9]int // high-water marks of the maps shrinkMaps tends
 
-	work       []string
-	queued     map[string]struct{}
-	dirtyProcs map[string]struct{}
+	work   []string
+	queued map[string]struct{}
+	// dirtyProcs holds the processes changed since the last flush, true
+	// where more than the exit changed.
+	dirtyProcs map[string]bool
 	dirtySess  map[string]struct{}
 	held       bool     // Hold: flush waits for Release
 	heldOut    []Update // what removeProc took from a held flush
@@ -191,7 +193,7 @@ func New(cfg Config, log zerolog.Logger) (*Joiner, error) {
 		results:    newResults(),
 		images:     newImages(),
 		queued:     map[string]struct{}{},
-		dirtyProcs: map[string]struct{}{},
+		dirtyProcs: map[string]bool{},
 		dirtySess:  map[string]struct{}{},
 	}, nil
 }
@@ -222,7 +224,7 @@ func (j *Joiner) AddProcess(now time.Time, in Process) []Update {
 	}
 	j.sizeProc(p)
 	j.index(p)
-	j.dirtyProcs[p.in.ProcessID] = struct{}{} // the row is new or changed
+	j.dirtyProcs[p.in.ProcessID] = true // the row is new or changed
 	j.enqueue(p.in.ProcessID)
 	// Children seen first may stop being exec roots now their parent is known.
 	for d := range j.deps[p.in.ProcessID].all() {
@@ -250,7 +252,9 @@ func (j *Joiner) AddExit(now time.Time, e Exit) []Update {
 	if p.setExit(e) {
 		j.sizeProc(p)
 		j.exitq.push(e.ProcessID, p.seq, e.Time)
-		j.dirtyProcs[e.ProcessID] = struct{}{}
+		if _, dirty := j.dirtyProcs[e.ProcessID]; !dirty {
+			j.dirtyProcs[e.ProcessID] = false // the exit alone, so far
+		}
 	}
 	return j.flush()
 }
@@ -356,7 +360,7 @@ func (j *Joiner) settle() {
 		}
 		old := p.res
 		p.res = j.results.acquire(&res)
-		j.dirtyProcs[id] = struct{}{}
+		j.dirtyProcs[id] = true
 		j.moveSession(p, &old.result, &res)
 		j.results.release(old)
 		for d := range j.deps[id].all() {
@@ -384,10 +388,12 @@ func (j *Joiner) flush() []Update {
 			}
 		}
 	}
-	for id := range j.dirtyProcs {
+	for id, more := range j.dirtyProcs {
 		if p := j.procs.get(id); p != nil {
 			procs = append(procs, p.output())
-			out = append(out, Update{Process: &procs[len(procs)-1]})
+			// AddProcess marks more, so a process's first row is whole and
+			// ExitOnly always follows a row handed out.
+			out = append(out, Update{Process: &procs[len(procs)-1], ExitOnly: !more})
 		}
 	}
 	j.dirtyProcs, j.dirtySess = emptied(j.dirtyProcs), emptied(j.dirtySess)

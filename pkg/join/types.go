@@ -87,10 +87,16 @@ type Session struct {
 	UpdatedAt    time.Time `json:"updatedAt,omitzero"`
 }
 
-// Update is one row for the store to upsert: exactly one field is set.
+// Update is one row for the store to upsert: exactly one of Process and
+// Session is set.
 type Update struct {
 	Process *Process `json:"process,omitempty"`
 	Session *Session `json:"session,omitempty"`
+	// ExitOnly marks a Process whose exit is its only change since the
+	// joiner last handed it out: a store holding that row may write the
+	// exit alone (a third of a whole row's cost). Process is still whole,
+	// for a store that lacks the row.
+	ExitOnly bool `json:"exitOnly,omitempty"`
 }
 
 // Stats counts what the joiner did and holds. Counters are monotonic.

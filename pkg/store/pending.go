@@ -1,6 +1,10 @@
 package store
 
-// pending is the open batch, collapsing rows with the same key.
+import "github.com/execid/correlator/pkg/join"
+
+// pending is the open batch, collapsing rows with the same key. A process
+// is in b.Processes or in b.Exits, never both: procs maps its ID to its
+// index in Processes, or to -1-index in Exits.
 type pending struct {
 	rows     int
 	waiters  []chan<- error
@@ -9,7 +13,10 @@ type pending struct {
 	procs    map[string]int
 }
 
-func (p *pending) add(b Batch) {
+// add merges b into the open batch. With whole, b's Exits are taken as
+// whole rows (Processes): the writer lost rows, so a stored row may be
+// older than the one an exit follows.
+func (p *pending) add(b Batch, whole bool) {
 	if p.sessions == nil {
 		p.sessions, p.procs = map[string]int{}, map[string]int{}
 	}
@@ -22,18 +29,61 @@ func (p *pending) add(b Batch) {
 		p.b.Sessions = append(p.b.Sessions, s)
 		p.rows++
 	}
-	for _, pr := range b.Processes {
-		if i, ok := p.procs[pr.ProcessID]; ok {
-			p.b.Processes[i] = pr
-			continue
+	for i := range b.Processes {
+		p.addProcess(&b.Processes[i])
+	}
+	for i := range b.Exits {
+		if whole {
+			p.addProcess(&b.Exits[i])
+		} else {
+			p.addExit(&b.Exits[i])
 		}
-		p.procs[pr.ProcessID] = len(p.b.Processes)
-		p.b.Processes = append(p.b.Processes, pr)
-		p.rows++
 	}
 	p.b.AuditRecords = append(p.b.AuditRecords, b.AuditRecords...)
 	p.b.Alerts = append(p.b.Alerts, b.Alerts...)
 	p.rows += len(b.AuditRecords) + len(b.Alerts)
+}
+
+// addProcess takes a whole row; one pending as an exit alone becomes whole.
+func (p *pending) addProcess(pr *join.Process) {
+	i, ok := p.procs[pr.ProcessID]
+	switch {
+	case ok && i >= 0:
+		p.b.Processes[i] = *pr
+		return
+	case ok:
+		p.dropExit(-1 - i)
+	default:
+		p.rows++
+	}
+	p.procs[pr.ProcessID] = len(p.b.Processes)
+	p.b.Processes = append(p.b.Processes, *pr)
+}
+
+// addExit takes an exit alone; one pending whole stays whole, with it.
+func (p *pending) addExit(pr *join.Process) {
+	if i, ok := p.procs[pr.ProcessID]; ok {
+		if i >= 0 {
+			p.b.Processes[i] = *pr
+		} else {
+			p.b.Exits[-1-i] = *pr
+		}
+		return
+	}
+	p.procs[pr.ProcessID] = -1 - len(p.b.Exits)
+	p.b.Exits = append(p.b.Exits, *pr)
+	p.rows++
+}
+
+// dropExit removes Exits[k], moving the last one into its place.
+func (p *pending) dropExit(k int) {
+	last := len(p.b.Exits) - 1
+	if k != last {
+		p.b.Exits[k] = p.b.Exits[last]
+		p.procs[p.b.Exits[k].ProcessID] = -1 - k
+	}
+	p.b.Exits[last] = join.Process{}
+	p.b.Exits = p.b.Exits[:last]
 }
 
 func (p *pending) batch() Batch { return p.b }
@@ -52,6 +102,7 @@ func (p *pending) reset(reuse bool) {
 	clear(p.procs)
 	*p = pending{sessions: p.sessions, procs: p.procs}
 	p.b.Processes = resetRows(last.Processes, reuse)
+	p.b.Exits = resetRows(last.Exits, reuse)
 	p.b.Sessions = resetRows(last.Sessions, reuse)
 }
 

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"iter"
 	"time"
 
 	"github.com/execid/correlator/pkg/join"
@@ -49,15 +50,33 @@ type SessionDetail struct {
 // Batch is one unit of writing: everything in it commits in one
 // transaction, or none of it does.
 type Batch struct {
-	Sessions     []join.Session
-	Processes    []join.Process
+	Sessions  []join.Session
+	Processes []join.Process
+	// Exits are processes handed out before whose exit is their only
+	// change since (join.Update.ExitOnly). Each is the whole row: a backend
+	// may write the exit alone where it holds the row, and writes the row
+	// whole where it does not.
+	Exits        []join.Process
 	AuditRecords []AuditRecord
 	Alerts       []Alert
 }
 
 // Len is the number of rows in the batch.
 func (b Batch) Len() int {
-	return len(b.Sessions) + len(b.Processes) + len(b.AuditRecords) + len(b.Alerts)
+	return len(b.Sessions) + len(b.Processes) + len(b.Exits) + len(b.AuditRecords) + len(b.Alerts)
+}
+
+// AllProcesses yields the batch's whole processes, then its exits.
+func (b *Batch) AllProcesses() iter.Seq[*join.Process] {
+	return func(yield func(*join.Process) bool) {
+		for _, rows := range [][]join.Process{b.Processes, b.Exits} {
+			for i := range rows {
+				if !yield(&rows[i]) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // SessionFilter selects sessions. Zero fields do not filter. User matches

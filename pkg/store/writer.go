@@ -48,6 +48,9 @@ type Writer struct {
 	// Owned by the loop goroutine.
 	failing bool
 	retry   *time.Timer
+	// lost: rows were dropped, so a stored row may be older than the one
+	// an exit follows; from then on every exit is written whole.
+	lost bool
 
 	batches, rows, dropped, refused, failures atomic.Int64
 	lastErr                                   atomic.Pointer[error]
@@ -247,6 +250,7 @@ func (w *Writer) loop() {
 				timer.Stop()
 				if it.stop && p.rows > 0 {
 					w.dropped.Add(int64(p.rows)) // still failing at the end
+					w.lost = true
 				}
 				var err error
 				if e := w.lastErr.Swap(nil); e != nil {
@@ -265,7 +269,7 @@ func (w *Writer) loop() {
 			if p.rows == 0 {
 				timer.Reset(w.maxDelay)
 			}
-			p.add(it.b)
+			p.add(it.b, w.lost)
 			if it.done != nil {
 				if len(p.waiters) == 0 && w.durableGap > 0 {
 					timer.Reset(w.durableGap) // a durable row waits no longer than this
@@ -308,8 +312,9 @@ func (w *Writer) hold(p *pending, it item) {
 		it.done <- fmt.Errorf("%w: %w", ErrUnavailable, w.Healthy())
 	case p.rows+it.b.Len() > w.maxHeld:
 		w.dropped.Add(n)
+		w.lost = true
 	default:
-		p.add(it.b)
+		p.add(it.b, w.lost)
 	}
 }
 

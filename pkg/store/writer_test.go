@@ -29,7 +29,7 @@ func (r *recorder) Write(_ context.Context, b Batch) error {
 	}
 	// A BatchWriter must not keep the batch's slices: the writer reuses them.
 	r.batches = append(r.batches, Batch{Sessions: slices.Clone(b.Sessions), Processes: slices.Clone(b.Processes),
-		AuditRecords: slices.Clone(b.AuditRecords), Alerts: slices.Clone(b.Alerts)})
+		Exits: slices.Clone(b.Exits), AuditRecords: slices.Clone(b.AuditRecords), Alerts: slices.Clone(b.Alerts)})
 	return nil
 }
 

@@ -122,8 +122,9 @@ func (s *Store) ops(b store.Batch) ([]op, error) {
 		}
 		add(op{index: s.n.sessions, action: "index", id: ss.AuditID, what: "session " + ss.AuditID, body: body})
 	}
-	for i := range b.Processes {
-		p := &b.Processes[i]
+	// An exit alone is indexed whole, like any process: a document is
+	// replaced whole, and a partial update would fail where it is missing.
+	for p := range b.AllProcesses() {
 		if p.ProcessID == "" {
 			return nil, fmt.Errorf("checking process: empty process ID")
 		}

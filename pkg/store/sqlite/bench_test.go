@@ -280,13 +280,8 @@ func BenchmarkProcessWrite(b *testing.B) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ss := benchSession(1, t0, time.Hour, 1)
 	mk := func(i int) join.Process {
-		p := process(fmt.Sprintf("%d-%d", 1000+i%4000000, 5000+i), ss.AuditID, 0)
-		p.Namespace, p.Pod, p.Container = ss.Namespace, ss.Pod, "app"
-		p.ContainerID, p.PodUID = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "6f1c1a0e-0d0b-4c57-9b55-0a3c2d1e4f5a"
-		p.PID, p.PPID, p.Filename, p.Argv = uint32(1000+i), 999, "/bin/true", []string{"/bin/true"}
-		p.Attribution, p.Source, p.SessionRootID, p.ParentProcessID = vocab.AttributionInherited, vocab.SourceInherited, "999-1", "999-1"
-		p.Start = t0.Add(time.Duration(i) * time.Millisecond)
-		p.ExecTime, p.Exit, p.ExitCode = p.Start, p.Start.Add(time.Millisecond), ptr(0)
+		p := benchSessionProcess(ss, t0, i)
+		p.Exit, p.ExitCode = p.Start.Add(time.Millisecond), ptr(0)
 		return p
 	}
 	prefill := 100_000
@@ -323,4 +318,16 @@ func BenchmarkProcessWrite(b *testing.B) {
 		write(min(perTx, b.N-done))
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/process")
+}
+
+// benchSessionProcess is the i-th /bin/true of session ss, running.
+func benchSessionProcess(ss join.Session, t0 time.Time, i int) join.Process {
+	p := process(fmt.Sprintf("%d-%d", 1000+i%4000000, 5000+i), ss.AuditID, 0)
+	p.Namespace, p.Pod, p.Container = ss.Namespace, ss.Pod, "app"
+	p.ContainerID, p.PodUID = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "6f1c1a0e-0d0b-4c57-9b55-0a3c2d1e4f5a"
+	p.PID, p.PPID, p.Filename, p.Argv = uint32(1000+i), 999, "/bin/true", []string{"/bin/true"}
+	p.Attribution, p.Source, p.SessionRootID, p.ParentProcessID = vocab.AttributionInherited, vocab.SourceInherited, "999-1", "999-1"
+	p.Start = t0.Add(time.Duration(i) * time.Millisecond)
+	p.ExecTime = p.Start
+	return p
 }

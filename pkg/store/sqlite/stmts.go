@@ -61,6 +61,9 @@ func batchQueries(b store.Batch) []string {
 	if r := len(b.Processes) % processRowsPerStmt; r > 0 {
 		qs = append(qs, upsertProcessSQLs[r])
 	}
+	if len(b.Exits) > 0 {
+		qs = append(qs, updateExitSQL)
+	}
 	if len(b.AuditRecords) > 0 {
 		qs = append(qs, upsertAuditRecordSQL)
 	}

@@ -70,6 +70,10 @@ func upsertProcessSQL(n int) string {
 	return upsertProcessHead + strings.Repeat(row+",", n-1) + row + upsertProcessTail
 }
 
+// updateExitSQL writes an exit alone (store.Batch.Exits): it touches the
+// row and the exit index, not the eight others a whole row rewrites.
+const updateExitSQL = `UPDATE processes SET exit_time = ?, exit_code = ? WHERE process_id = ?`
+
 const upsertAuditRecordSQL = `INSERT INTO audit_records (audit_id, stage, request_key, stage_timestamp, event)
 VALUES (?,?,?,?,?) ON CONFLICT (audit_id, stage, request_key) DO UPDATE SET
 	stage_timestamp = excluded.stage_timestamp, event = excluded.event`
@@ -112,6 +116,9 @@ func (s *Store) Write(ctx context.Context, b store.Batch) error {
 		return err
 	}
 	if err := writeProcesses(ctx, ts, b.Processes); err != nil {
+		return err
+	}
+	if err := writeExits(ctx, ts, b.Exits); err != nil {
 		return err
 	}
 	if err := writeAuditRecords(ctx, ts, b.AuditRecords); err != nil {
@@ -254,6 +261,37 @@ func writeProcesses(ctx context.Context, ts *txStmts, procs []join.Process) erro
 		}
 	}
 	return nil
+}
+
+// writeExits writes each process's exit alone onto its stored row, and
+// the whole row of a process the store lacks (never written, or deleted by
+// retention since).
+func writeExits(ctx context.Context, ts *txStmts, exits []join.Process) error {
+	if len(exits) == 0 {
+		return nil
+	}
+	up, err := ts.get(updateExitSQL)
+	if err != nil {
+		return fmt.Errorf("preparing exit update: %w", err)
+	}
+	var missing []join.Process
+	for i := range exits {
+		p := &exits[i]
+		var code any
+		if p.ExitCode != nil {
+			code = int64(*p.ExitCode)
+		}
+		res, err := up.ExecContext(ctx, nullNanos(p.Exit), code, p.ProcessID)
+		if err != nil {
+			return fmt.Errorf("updating the exit of process %s: %w", p.ProcessID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("updating the exit of process %s: %w", p.ProcessID, err)
+		} else if n == 0 {
+			missing = append(missing, *p)
+		}
+	}
+	return writeProcesses(ctx, ts, missing)
 }
 
 // appendProcessArgs appends p's processColumns values to args. Each is of

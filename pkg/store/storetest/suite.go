@@ -26,6 +26,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 	}{
 		{"RoundTrip", testRoundTrip},
 		{"UpsertReplaces", testUpsertReplaces},
+		{"ExitsAlone", testExits},
 		{"InvalidRows", testInvalidRows},
 		{"SessionFilters", testSessionFilters},
 		{"ProcessFilters", testProcessFilters},
