@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,11 +32,18 @@ func TestExitAfterCommitStoredAlone(t *testing.T) {
 	defer st.Close()
 	var mu sync.Mutex
 	exitsAlone := 0
+	var trail []string
 	w := store.NewWriter(st, 100, 10*time.Millisecond, store.WithCommitHook(func(b store.Batch, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if err == nil {
 			exitsAlone += len(b.Exits)
+			for _, p := range b.Processes {
+				trail = append(trail, fmt.Sprintf("whole %s attr=%s exit=%v flags=%v", p.ProcessID, p.Attribution, p.Exit, p.Flags))
+			}
+			for _, p := range b.Exits {
+				trail = append(trail, "alone "+p.ProcessID)
+			}
 		}
 	}))
 	defer w.Close()
@@ -96,6 +104,10 @@ func TestExitAfterCommitStoredAlone(t *testing.T) {
 		}
 	}
 	after := stored(true)
+	// The hook runs after the commit a reader sees: Flush waits for it.
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	for id, p := range after {
 		want := before[id]
 		want.Exit, want.ExitCode = p.Exit, p.ExitCode
@@ -107,7 +119,7 @@ func TestExitAfterCommitStoredAlone(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if exitsAlone != 2 {
-		t.Fatalf("%d exits committed alone, want 2", exitsAlone)
+		t.Fatalf("%d exits committed alone, want 2:\n%s", exitsAlone, strings.Join(trail, "\n"))
 	}
 }
 
