@@ -29,8 +29,8 @@ func newSessionBench(b *testing.B) *sessionBench {
 	b.Helper()
 	target := overheadTarget(b)
 	driver := execBench(b)
-	files := map[string]string{"/bin/execbench": driver, target: target}
-	for _, lib := range sharedLibs(b, driver, target) {
+	files := map[string]string{"/bin/execbench": driver, target: target, sleepPath: sleepPath}
+	for _, lib := range sharedLibs(b, driver, target, sleepPath) {
 		real, err := filepath.EvalSymlinks(lib)
 		if err != nil {
 			b.Fatalf("resolving %s: %v", lib, err)
@@ -69,11 +69,26 @@ func (s *sessionBench) run(b *testing.B, id string, n, envBytes int) time.Durati
 	return s.runAt(b, id, n, envBytes, 0)
 }
 
+// sleepPath is the host's sleep, copied into the container for execs
+// that live (runFor).
+const sleepPath = "/bin/sleep"
+
 // runAt is run paced at rate execs a second (0: as fast as they go).
 func (s *sessionBench) runAt(b *testing.B, id string, n, envBytes, rate int) time.Duration {
+	return s.runFor(b, id, n, envBytes, rate, 0)
+}
+
+// runFor is runAt with each exec living life: /bin/sleep, started without
+// waiting for the last one to end (0: /bin/true, one after the other).
+func (s *sessionBench) runFor(b *testing.B, id string, n, envBytes, rate int, life time.Duration) time.Duration {
 	env := []string{keyEnv(id), "EXECBENCH_RATE=" + strconv.Itoa(rate)}
+	path := "/bin/true"
+	if life > 0 {
+		path = sleepPath
+		env = append(env, "EXECBENCH_NOWAIT=1", "EXECBENCH_ARG="+strconv.FormatFloat(life.Seconds(), 'f', -1, 64))
+	}
 	out, err := s.c.Exec(context.Background(),
-		[]string{"/bin/execbench", strconv.Itoa(n), strconv.Itoa(envBytes), "/bin/true", id}, env...)
+		[]string{"/bin/execbench", strconv.Itoa(n), strconv.Itoa(envBytes), path, id}, env...)
 	if err != nil {
 		b.Fatalf("running execbench in the container: %v: %s", err, out)
 	}
@@ -112,7 +127,9 @@ func BenchmarkSessionExecOverhead(b *testing.B) {
 // in every exec and exit and committed a row for each process; with the
 // rate the execs came at, the agent's share of one CPU and the rows it
 // committed per exec. The execs come paced at 300 a second, and as fast as
-// the loop goes (rate=max). One op is one exec. Needs
+// the loop goes (rate=max); rate=300,life=2s execs /bin/sleep 2 instead,
+// each outliving the writer's one-second commit gap, so that its exit
+// comes after its row was stored. One op is one exec. Needs
 // CORRELATOR_BENCH_AGENT.
 func BenchmarkAgentCPU(b *testing.B) {
 	testutil.RequireRoot(b)
@@ -121,10 +138,19 @@ func BenchmarkAgentCPU(b *testing.B) {
 		b.Fatal("BenchmarkAgentCPU measures a whole agent: set CORRELATOR_BENCH_AGENT=path/to/correlator")
 	}
 	s := newSessionBench(b)
-	for _, rate := range []int{300, 0} {
+	for _, v := range []struct {
+		rate int
+		life time.Duration
+	}{{300, 0}, {0, 0}, {300, 2 * time.Second}} {
+		rate, life := v.rate, v.life
 		name := "rate=" + strconv.Itoa(rate)
 		if rate == 0 {
 			name = "rate=max"
+		}
+		filename := "/bin/true"
+		if life > 0 {
+			name += ",life=" + life.String()
+			filename = sleepPath
 		}
 		b.Run(name, func(b *testing.B) {
 			side := newAgentSide(b, bin)
@@ -136,7 +162,7 @@ func BenchmarkAgentCPU(b *testing.B) {
 			start := time.Now()
 			const chunk = 5000
 			for i := 0; i < b.N; i += chunk {
-				s.runAt(b, testutil.RandomUUID(), min(chunk, b.N-i), 4<<10, rate)
+				s.runFor(b, testutil.RandomUUID(), min(chunk, b.N-i), 4<<10, rate, life)
 			}
 			want := float64(b.N)
 			// Done once every exec's row holds its exit, read from the
@@ -145,7 +171,7 @@ func BenchmarkAgentCPU(b *testing.B) {
 			// (docs/benchmarks.md), charged to the execs.
 			db := side.storeReader(b)
 			testutil.Eventually(b, "the agent stored every process with its exit", func() bool {
-				return side.exitedRows(b, db) >= b.N
+				return side.exitedRows(b, db, filename) >= b.N
 			})
 			cpu, wall := procCPU(b, pid)-cpu0, time.Since(start)
 			if m := side.metrics(b); m[execEvents]-m0[execEvents] < want || m[exitEvents]-m0[exitEvents] < want {
@@ -201,14 +227,14 @@ func (s *agentSide) storeReader(b *testing.B) *sql.DB {
 	return db
 }
 
-// exitedRows is the number of stored execs of /bin/true (runAt's target)
+// exitedRows is the number of stored execs of filename (runFor's target)
 // with their exit; execbench's own rows are not counted. The store is a
 // fresh file each attach.
-func (s *agentSide) exitedRows(b *testing.B, db *sql.DB) int {
+func (s *agentSide) exitedRows(b *testing.B, db *sql.DB, filename string) int {
 	b.Helper()
 	var n int
-	q := `SELECT count(*) FROM processes WHERE filename = '/bin/true' AND exit_time IS NOT NULL`
-	if err := db.QueryRow(q).Scan(&n); err != nil {
+	q := `SELECT count(*) FROM processes WHERE filename = ? AND exit_time IS NOT NULL`
+	if err := db.QueryRow(q, filename).Scan(&n); err != nil {
 		b.Fatalf("counting the agent's stored processes: %v", err)
 	}
 	return n

@@ -5,7 +5,10 @@
  * by the Go benchmark so the measured loop is exec alone, with no Go
  * runtime converting the environment on every call. Prints total ns.
  * EXECBENCH_RATE=<n> paces the loop at n execs a second (0: as fast as it
- * goes).
+ * goes). EXECBENCH_ARG=<arg> is the program's argument ("true" by default);
+ * EXECBENCH_NOWAIT=1 starts each exec without waiting for the last to end
+ * (processes that live, as /bin/sleep 2 does), reaping them as they end
+ * and all of them before printing.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,9 +39,13 @@ int main(int argc, char **argv)
 		 argc == 5 ? argv[4] : "6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f");
 	envp[cnt++] = key;
 	envp[cnt] = NULL;
-	char *args[] = {path, "true", NULL};
+	const char *arg = getenv("EXECBENCH_ARG");
+	char *args[] = {path, arg ? (char *)arg : "true", NULL};
 	const char *r = getenv("EXECBENCH_RATE");
 	long rate = r ? atol(r) : 0;
+	const char *nw = getenv("EXECBENCH_NOWAIT");
+	int nowait = nw && strcmp(nw, "1") == 0;
+	long running = 0;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (long i = 0; i < n; i++) {
@@ -53,7 +60,29 @@ int main(int argc, char **argv)
 			execve(path, args, envp);
 			_exit(127);
 		}
-		if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		if (pid < 0) {
+			fprintf(stderr, "execbench: vfork failed\n");
+			return 1;
+		}
+		if (nowait) {
+			running++;
+			pid_t done;
+			while (running > 0 && (done = waitpid(-1, &st, WNOHANG)) > 0) {
+				running--;
+				if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+					fprintf(stderr, "execbench: child failed\n");
+					return 1;
+				}
+			}
+			continue;
+		}
+		if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			fprintf(stderr, "execbench: child failed\n");
+			return 1;
+		}
+	}
+	for (int st; running > 0; running--) {
+		if (waitpid(-1, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 			fprintf(stderr, "execbench: child failed\n");
 			return 1;
 		}
