@@ -56,10 +56,10 @@ func batchQueries(b store.Batch) []string {
 		qs = append(qs, sideTableSQL[:]...)
 	}
 	if n := len(b.Processes); n >= processRowsPerStmt {
-		qs = append(qs, upsertProcessSQLs[processRowsPerStmt])
+		qs = append(qs, insertProcessSQLs[processRowsPerStmt], upsertProcessSQLs[processRowsPerStmt])
 	}
 	if r := len(b.Processes) % processRowsPerStmt; r > 0 {
-		qs = append(qs, upsertProcessSQLs[r])
+		qs = append(qs, insertProcessSQLs[r], upsertProcessSQLs[r])
 	}
 	if len(b.Exits) > 0 {
 		qs = append(qs, updateExitSQL)

@@ -3,9 +3,13 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	modsqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
@@ -56,18 +60,23 @@ ON CONFLICT (process_id) DO UPDATE SET
 )
 
 // upsertProcessSQLs[n] is the process upsert of n rows, 1 to
-// processRowsPerStmt; each is prepared once, when first used.
-var upsertProcessSQLs = func() (q [processRowsPerStmt + 1]string) {
+// processRowsPerStmt, and insertProcessSQLs[n] the plain insert; each is
+// prepared once, when first used.
+var upsertProcessSQLs, insertProcessSQLs = func() (up, ins [processRowsPerStmt + 1]string) {
 	for n := 1; n <= processRowsPerStmt; n++ {
-		q[n] = upsertProcessSQL(n)
+		up[n] = processValuesSQL(upsertProcessHead, n) + upsertProcessTail
+		// OR FAIL: no constraint aborts the statement, so SQLite keeps no
+		// statement journal (a copy of every page the statement changes,
+		// up to a third of a multi-row upsert's cost).
+		ins[n] = processValuesSQL("INSERT OR FAIL"+strings.TrimPrefix(upsertProcessHead, "INSERT"), n)
 	}
-	return q
+	return up, ins
 }()
 
-// upsertProcessSQL is the process upsert of n rows.
-func upsertProcessSQL(n int) string {
+// processValuesSQL is head followed by n rows of values.
+func processValuesSQL(head string, n int) string {
 	row := "(" + strings.Repeat("?,", processColumns-1) + "?)"
-	return upsertProcessHead + strings.Repeat(row+",", n-1) + row + upsertProcessTail
+	return head + strings.Repeat(row+",", n-1) + row
 }
 
 // updateExitSQL writes an exit alone (store.Batch.Exits): it touches the
@@ -243,6 +252,7 @@ func writeProcesses(ctx context.Context, ts *txStmts, procs []join.Process) erro
 		return nil
 	}
 	args := make([]any, 0, processRowsPerStmt*processColumns)
+	insert := true
 	for lo := 0; lo < len(procs); lo += processRowsPerStmt {
 		chunk := procs[lo:min(lo+processRowsPerStmt, len(procs))]
 		args = args[:0]
@@ -251,6 +261,24 @@ func writeProcesses(ctx context.Context, ts *txStmts, procs []join.Process) erro
 			if args, err = appendProcessArgs(args, &chunk[i]); err != nil {
 				return fmt.Errorf("encoding process %s: %w", chunk[i].ProcessID, err)
 			}
+		}
+		if insert {
+			// Most rows are new (a process's first row): insert them, and
+			// upsert from the first chunk holding a stored one on. A
+			// failed insert keeps the rows before the conflict, which the
+			// upsert then rewrites.
+			ins, err := ts.get(insertProcessSQLs[len(chunk)])
+			if err != nil {
+				return fmt.Errorf("preparing process insert: %w", err)
+			}
+			_, err = ins.ExecContext(ctx, args...)
+			if err == nil {
+				continue
+			}
+			if !isConstraint(err) {
+				return fmt.Errorf("inserting processes %s..%s: %w", chunk[0].ProcessID, chunk[len(chunk)-1].ProcessID, err)
+			}
+			insert = false
 		}
 		up, err := ts.get(upsertProcessSQLs[len(chunk)])
 		if err != nil {
@@ -261,6 +289,13 @@ func writeProcesses(ctx context.Context, ts *txStmts, procs []join.Process) erro
 		}
 	}
 	return nil
+}
+
+// isConstraint reports whether err is SQLite's constraint violation (an
+// insert meeting a stored process ID).
+func isConstraint(err error) bool {
+	var se *modsqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
 }
 
 // writeExits writes each process's exit alone onto its stored row, and

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -42,6 +43,57 @@ func TestExitAloneWritesOnlyTheExit(t *testing.T) {
 		if kept == whole {
 			t.Fatalf("whole %v: argv %q pod %q after the write (stored %q %q, written %q %q)",
 				whole, g.Argv, g.Pod, p.Argv, p.Pod, later.Argv, later.Pod)
+		}
+	}
+}
+
+// A batch's new processes are inserted (no statement journal) and, from
+// the first chunk that meets a stored process on, upserted: every row ends
+// as written, those stored before replaced, none twice; a chunk that stops
+// at its conflict and goes no further loses the rows after it (58 of 80).
+func TestInsertFallsBackToUpsert(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	mk := func(i int, argv string) join.Process {
+		p := process(fmt.Sprintf("p%03d", i), "a1", i)
+		p.Argv = []string{argv}
+		return p
+	}
+	var first []join.Process
+	for i := range 40 { // two chunks: 32 and 8
+		first = append(first, mk(i, "old"))
+	}
+	if err := s.Write(ctx, store.Batch{Processes: first}); err != nil {
+		t.Fatal(err)
+	}
+	// New rows around stored ones, in both chunks, one key twice.
+	var second []join.Process
+	for i := 30; i < 80; i++ {
+		second = append(second, mk(i, "new"))
+	}
+	second = append(second, mk(35, "newer"))
+	if err := s.Write(ctx, store.Batch{Processes: second}); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := s.ListProcesses(ctx, store.ProcessFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 80 {
+		t.Fatalf("%d rows, want 80", len(got))
+	}
+	for _, p := range got {
+		var i int
+		fmt.Sscanf(p.ProcessID, "p%03d", &i)
+		want := "old"
+		switch {
+		case i == 35:
+			want = "newer"
+		case i >= 30:
+			want = "new"
+		}
+		if len(p.Argv) != 1 || p.Argv[0] != want {
+			t.Errorf("%s: argv %q, want %q", p.ProcessID, p.Argv, want)
 		}
 	}
 }
