@@ -26,14 +26,23 @@ const auditRecordsV2 = `CREATE TABLE audit_records (
 // v4Columns are the columns version 4 added.
 var v4Columns = regexp.MustCompile(`,\s*(ports|request_uri|annotations|spo_request_uid|conflicts|exec_time|argv_truncated)\s[^,\n]*`)
 
-// createOldSchema creates schemaV1 as version (1 to 3) had it: without
-// version 4's columns, and with audit_records as version 2 had it before
+// processesIndexesV4 are the process indexes version 5 replaced.
+const processesIndexesV4 = `CREATE INDEX processes_attribution ON processes (attribution, start);
+	CREATE INDEX processes_exit ON processes (exit_time) WHERE exit_time IS NOT NULL`
+
+// createOldSchema creates schemaV1 as version (1 to 4) had it: with
+// version 4's process indexes, without version 4's columns (before 4), and with audit_records as version 2 had it before
 // version 3; it passes every other statement through edit (nil keeps it;
 // an empty result skips it), and sets user_version.
 func createOldSchema(t *testing.T, db *sql.DB, version int, edit func(string) string) {
 	t.Helper()
 	for _, stmt := range schemaV1 {
-		stmt = v4Columns.ReplaceAllString(stmt, "")
+		if version < 4 {
+			stmt = v4Columns.ReplaceAllString(stmt, "")
+		}
+		if version < 5 && stmt == processesAttributionIndex {
+			stmt = processesIndexesV4
+		}
 		if version < 3 && strings.HasPrefix(strings.TrimSpace(stmt), "CREATE TABLE audit_records") {
 			stmt = auditRecordsV2
 		} else if edit != nil {

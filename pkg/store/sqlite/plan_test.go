@@ -73,6 +73,9 @@ func TestQueryPlans(t *testing.T) {
 		{store.ProcessFilter{Container: "c"}, "processes_container"},
 		{store.ProcessFilter{AuditID: "a"}, "processes_audit"},
 		{store.ProcessFilter{Attribution: vocab.AttributionAmbiguous}, "processes_attribution"},
+		{store.ProcessFilter{Attribution: vocab.AttributionAuditID, Cursor: cur}, "processes_attribution"},
+		// Inherited processes are most rows, and not in processes_attribution.
+		{store.ProcessFilter{Attribution: vocab.AttributionInherited}, "processes_start"},
 	}
 	for _, tc := range procs {
 		q, args, err := processesListing(tc.f).query(tc.f.Cursor, 100)
@@ -83,6 +86,10 @@ func TestQueryPlans(t *testing.T) {
 		t.Logf("processes %+v: %s", tc.f, plan)
 		checkPlan(t, plan, tc.index)
 	}
+	// Retention's walk of the processes started before a cut.
+	plan := queryPlan(t, s, processesBeforeSQL, []any{1, 0, 0, 10})
+	t.Logf("processes started before a cut: %s", plan)
+	checkPlan(t, plan, "processes_start")
 	// A session's tree and its claimants.
 	for col, index := range map[string]string{"audit_id": "processes_audit", "claimed_audit_id": "processes_claimed"} {
 		plan := queryPlan(t, s, sessionProcessesSQL(col), []any{"a", 10})

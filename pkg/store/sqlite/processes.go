@@ -7,6 +7,7 @@ import (
 
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 const processCols = `p.id, p.process_id, p.parent_process_id, p.pid, p.ppid, p.uid, p.filename,
@@ -40,7 +41,14 @@ func processesListing(f store.ProcessFilter) listing {
 	w.eq("p.pod", f.Pod)
 	w.eq("p.container", f.Container)
 	w.eq("p.audit_id", f.AuditID)
-	w.eq("p.attribution", string(f.Attribution))
+	if a := f.Attribution; a != "" {
+		w.add("p.attribution = ?", string(a))
+		if a != vocab.AttributionInherited {
+			// Names processes_attribution's condition, so the planner may
+			// walk that index (a bound value proves nothing).
+			w.add("p.attribution != '" + string(vocab.AttributionInherited) + "'")
+		}
+	}
 	if f.Command != "" {
 		w.add("instr(p.argv_line, ?) > 0", f.Command)
 	}

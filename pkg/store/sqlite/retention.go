@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/execid/correlator/pkg/store"
@@ -26,21 +28,20 @@ func (s *Store) DeleteOlderThan(ctx context.Context, t time.Time) (store.Deleted
 		n    *int64
 		sql  string
 	}{
-		{"processes", &d.Processes, `DELETE FROM processes WHERE id IN (
-			SELECT id FROM processes WHERE exit_time < ? LIMIT ?)`},
 		{"orphan audit records", &d.AuditRecords, `DELETE FROM audit_records WHERE (audit_id, stage, request_key) IN (
 			SELECT a.audit_id, a.stage, a.request_key FROM audit_records a WHERE a.stage_timestamp < ?
 			AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.audit_id = a.audit_id) LIMIT ?)`},
 		{"alerts", &d.Alerts, `DELETE FROM alerts WHERE seq IN (
 			SELECT seq FROM alerts WHERE time < ? LIMIT ?)`},
 	}
-	for i, st := range steps {
-		if i == 1 {
-			// Sessions go after their processes and before orphaned records.
-			if err := s.deleteSessions(ctx, cut, &d); err != nil {
-				return d, fmt.Errorf("deleting sessions older than %s: %w", t.Format(time.RFC3339), err)
-			}
-		}
+	// Sessions go after their processes and before orphaned records.
+	if err := s.deleteProcesses(ctx, cut, &d); err != nil {
+		return d, fmt.Errorf("deleting processes that exited before %s: %w", t.Format(time.RFC3339), err)
+	}
+	if err := s.deleteSessions(ctx, cut, &d); err != nil {
+		return d, fmt.Errorf("deleting sessions older than %s: %w", t.Format(time.RFC3339), err)
+	}
+	for _, st := range steps {
 		for {
 			res, err := s.w.ExecContext(ctx, st.sql, cut, s.cfg.DeleteChunk)
 			if err != nil {
@@ -57,6 +58,79 @@ func (s *Store) DeleteOlderThan(ctx context.Context, t time.Time) (store.Deleted
 		}
 	}
 	return d, nil
+}
+
+// deleteProcesses removes, a chunk per transaction, the processes that
+// exited before cut. It walks processes_start from the oldest, in (start,
+// id) order, as far as cut (a process that exited before cut started
+// before it): no exit index is written for it, and a process still running
+// is passed once, not at every chunk.
+func (s *Store) deleteProcesses(ctx context.Context, cut int64, d *store.Deleted) error {
+	after := cursor{t: math.MinInt64, id: math.MinInt64}
+	for {
+		n, last, more, err := s.deleteProcessChunk(ctx, cut, after)
+		if err != nil {
+			return err
+		}
+		d.Processes += n
+		if !more {
+			return nil
+		}
+		after = last
+	}
+}
+
+// processesBeforeSQL is the next chunk of processes started before a cut,
+// after a (start, id) position, in that order.
+const processesBeforeSQL = `SELECT id, start, exit_time FROM processes
+	WHERE start < ? AND (start, id) > (?, ?) ORDER BY start, id LIMIT ?`
+
+// deleteProcessChunk deletes the exited processes among the next
+// DeleteChunk that started before cut after position after; it returns
+// how many it deleted, the last position walked, and whether more may
+// follow.
+func (s *Store) deleteProcessChunk(ctx context.Context, cut int64, after cursor) (deleted int64, last cursor, more bool, err error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, after, false, fmt.Errorf("beginning retention transaction: %w", err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, processesBeforeSQL, cut, after.t, after.id, s.cfg.DeleteChunk)
+	if err != nil {
+		return 0, after, false, fmt.Errorf("selecting processes started before the cut: %w", err)
+	}
+	var ids []int64
+	walked := 0
+	last = after
+	for rows.Next() {
+		var exit sql.NullInt64
+		if err := rows.Scan(&last.id, &last.t, &exit); err != nil {
+			rows.Close()
+			return 0, after, false, fmt.Errorf("reading process started before the cut: %w", err)
+		}
+		walked++
+		if exit.Valid && exit.Int64 < cut {
+			ids = append(ids, last.id)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, after, false, fmt.Errorf("reading processes started before the cut: %w", err)
+	}
+	del, err := tx.PrepareContext(ctx, `DELETE FROM processes WHERE id = ?`)
+	if err != nil {
+		return 0, after, false, fmt.Errorf("preparing process delete: %w", err)
+	}
+	defer del.Close()
+	for _, id := range ids {
+		if _, err := del.ExecContext(ctx, id); err != nil {
+			return 0, after, false, fmt.Errorf("deleting process row %d: %w", id, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, after, false, fmt.Errorf("committing retention transaction: %w", err)
+	}
+	return int64(len(ids)), last, walked == s.cfg.DeleteChunk, nil
 }
 
 // deleteSessions removes, a chunk per transaction, the sessions that

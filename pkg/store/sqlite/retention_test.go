@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -115,5 +116,53 @@ func TestRunRetention(t *testing.T) {
 	}
 	if err := s.RunRetention(context.Background(), 0, time.Second); err == nil {
 		t.Error("RunRetention accepted a zero max age")
+	}
+}
+
+// Retention walks processes_start past running processes: with a chunk of
+// 3 and every third process of 30 still running, every process that
+// exited before the cut goes, whichever chunk it falls in, and only those.
+// Positive control: the walk took more chunks than one.
+func TestDeleteProcessesWalksPastRunning(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "s.db"), Config{DeleteChunk: 3}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	cut := base.Add(time.Hour)
+	var procs []join.Process
+	var kept []string
+	for i := range 30 {
+		p := process(fmt.Sprintf("p%02d", i), "a", i)
+		switch {
+		case i%3 == 0: // running
+			kept = append(kept, p.ProcessID)
+		case i == 20: // exited after the cut
+			p.Exit = cut.Add(time.Minute)
+			kept = append(kept, p.ProcessID)
+		default:
+			p.Exit = p.Start.Add(time.Minute)
+		}
+		procs = append(procs, p)
+	}
+	after := process("after", "a", 7200) // started after the cut, exited
+	after.Exit = after.Start.Add(time.Second)
+	procs = append(procs, after)
+	kept = append(kept, "after")
+	mustUpsert(t, s, nil, procs)
+	d, err := s.DeleteOlderThan(ctx, cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := s.ListProcesses(ctx, store.ProcessFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := processIDs(got)
+	slices.Sort(ids)
+	slices.Sort(kept)
+	if !slices.Equal(ids, kept) || d.Processes != int64(31-len(kept)) {
+		t.Fatalf("kept %v (deleted %d), want %v (deleted %d)", ids, d.Processes, kept, 31-len(kept))
 	}
 }
