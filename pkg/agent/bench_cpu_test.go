@@ -30,8 +30,8 @@ func BenchmarkSessionExecCPU(b *testing.B) {
 				if err != nil {
 					return
 				}
-				for i := range bt.Processes {
-					if !bt.Processes[i].Exit.IsZero() && bt.Processes[i].Attribution == vocab.AttributionInherited {
+				for p := range bt.AllProcesses() {
+					if !p.Exit.IsZero() && p.Attribution == vocab.AttributionInherited {
 						exited.Add(1)
 					}
 				}

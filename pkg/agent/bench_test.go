@@ -251,7 +251,7 @@ func BenchmarkLiveProcesses100k(b *testing.B) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			for _, p := range bt.Processes {
+			for p := range bt.AllProcesses() {
 				if p.Attribution != "" {
 					rows++
 				}
