@@ -79,8 +79,9 @@ func processValuesSQL(head string, n int) string {
 	return head + strings.Repeat(row+",", n-1) + row
 }
 
-// updateExitSQL writes an exit alone (store.Batch.Exits): it touches the
-// row and the exit index, not the eight others a whole row rewrites.
+// updateExitSQL writes an exit alone (store.Batch.Exits): it rewrites
+// the row and no index (none holds the exit columns), where a whole row
+// rewrites every index entry.
 const updateExitSQL = `UPDATE processes SET exit_time = ?, exit_code = ? WHERE process_id = ?`
 
 const upsertAuditRecordSQL = `INSERT INTO audit_records (audit_id, stage, request_key, stage_timestamp, event)
