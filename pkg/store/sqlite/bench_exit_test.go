@@ -2,11 +2,8 @@ package sqlite
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
@@ -25,17 +22,8 @@ func BenchmarkProcessLifetime(b *testing.B) {
 			name = "exit=alone"
 		}
 		b.Run(name, func(b *testing.B) {
-			s, err := Open(filepath.Join(b.TempDir(), "lifetime.db"), Config{}, zerolog.Nop())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
+			s, ss, t0 := openSessionBench(b)
 			ctx := context.Background()
-			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			ss := benchSession(1, t0, time.Hour, 1)
-			if err := s.Write(ctx, store.Batch{Sessions: []join.Session{ss}}); err != nil {
-				b.Fatal(err)
-			}
 			const perTx = 300
 			var exited []join.Process // the previous transaction's processes
 			b.ResetTimer()

@@ -271,14 +271,9 @@ func BenchmarkWriterInsert(b *testing.B) {
 // store that holds STORE_BENCH_PREFILL processes already (100,000). One op
 // is one process.
 func BenchmarkProcessWrite(b *testing.B) {
-	s, err := Open(filepath.Join(b.TempDir(), "write.db"), Config{}, zerolog.Nop())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s, ss, t0 := openSessionBench(b)
 	ctx := context.Background()
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	ss := benchSession(1, t0, time.Hour, 1)
+	var err error
 	mk := func(i int) join.Process {
 		p := benchSessionProcess(ss, t0, i)
 		p.Exit, p.ExitCode = p.Start.Add(time.Millisecond), ptr(0)
@@ -307,9 +302,6 @@ func BenchmarkProcessWrite(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if err := s.Write(ctx, store.Batch{Sessions: []join.Session{ss}}); err != nil {
-		b.Fatal(err)
-	}
 	for next < prefill {
 		write(min(5000, prefill-next))
 	}
@@ -318,6 +310,22 @@ func BenchmarkProcessWrite(b *testing.B) {
 		write(min(perTx, b.N-done))
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/process")
+}
+
+// openSessionBench opens a fresh store holding one session, ss, whose
+// processes benchSessionProcess makes from t0; the store closes with b.
+func openSessionBench(b *testing.B) (*Store, join.Session, time.Time) {
+	s, err := Open(filepath.Join(b.TempDir(), "write.db"), Config{}, zerolog.Nop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ss := benchSession(1, t0, time.Hour, 1)
+	if err := s.Write(context.Background(), store.Batch{Sessions: []join.Session{ss}}); err != nil {
+		b.Fatal(err)
+	}
+	return s, ss, t0
 }
 
 // benchSessionProcess is the i-th /bin/true of session ss, running.
