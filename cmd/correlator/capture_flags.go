@@ -23,6 +23,9 @@ type captureFlags struct {
 // newCaptureFlags returns the agent's flags (agent) or the capture
 // command's.
 func newCaptureFlags(agent bool) *captureFlags {
+	if agent {
+		return &captureFlags{cfg: capture.AgentDefault(), agent: agent}
+	}
 	return &captureFlags{cfg: capture.Default(), agent: agent}
 }
 

@@ -12,7 +12,8 @@ import (
 
 // TestRunHasEveryCaptureFlag: the knobs the docs tell operators to turn
 // (--lineage-entries, --scan-budget, ...) exist on the agent, not only on
-// `capture`, and mean the same there. Pinning alone differs.
+// `capture`, and mean the same there. Pinning differs, and the flush
+// interval's default.
 func TestRunHasEveryCaptureFlag(t *testing.T) {
 	g := &globalOptions{logLevel: "error"}
 	run, capt := newRunCmd(g).Flags(), newCaptureCmd(g).Flags()
@@ -28,6 +29,15 @@ func TestRunHasEveryCaptureFlag(t *testing.T) {
 		rf := run.Lookup(f.Name)
 		if rf == nil {
 			t.Errorf("run lacks --%s", f.Name)
+			return
+		}
+		if f.Name == "flush-interval" {
+			// The agent reads the ring less often than a person watching
+			// (capture.AgentFlushInterval); the meaning is the same.
+			if rf.DefValue != capture.AgentFlushInterval.String() || f.DefValue != capture.Default().FlushInterval.String() ||
+				rf.Usage != f.Usage {
+				t.Errorf("--flush-interval: run %q (%s), capture %q (%s)", rf.DefValue, rf.Usage, f.DefValue, f.Usage)
+			}
 			return
 		}
 		if rf.DefValue != f.DefValue || rf.Usage != f.Usage {
