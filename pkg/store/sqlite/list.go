@@ -86,6 +86,9 @@ type listing struct {
 	cols, from     string
 	timeCol, idCol string
 	w              where
+	// sorts says that no index walks the matches in page order (a filter
+	// through a side table), so SQLite collects and sorts them all.
+	sorts bool
 }
 
 // query is the statement of the page after the cursor c ("" for the
@@ -99,8 +102,15 @@ func (l listing) query(c string, limit int) (string, []any, error) {
 	if ok {
 		w.add("("+l.timeCol+", "+l.idCol+") < (?, ?)", cur.t, cur.id)
 	}
-	q := "SELECT " + l.cols + " FROM " + l.from + w.String() +
-		" ORDER BY " + l.timeCol + " DESC, " + l.idCol + " DESC LIMIT ?"
+	order := " ORDER BY " + l.timeCol + " DESC, " + l.idCol + " DESC"
+	q := "SELECT " + l.cols + " FROM " + l.from + w.String() + order + " LIMIT ?"
+	if l.sorts {
+		// The page's ids are picked first, from the index alone where it
+		// covers the filter, so that the sort holds a (time, id) pair per
+		// match, not a whole row; only the page's rows are read.
+		q = "SELECT " + l.cols + " FROM " + l.from + " WHERE " + l.idCol + " IN (SELECT " + l.idCol +
+			" FROM " + l.from + w.String() + order + " LIMIT ?)" + order
+	}
 	return q, append(w.args, limit+1), nil
 }
 

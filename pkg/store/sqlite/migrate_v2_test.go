@@ -40,6 +40,9 @@ func createOldSchema(t *testing.T, db *sql.DB, version int, edit func(string) st
 		if version < 4 {
 			stmt = v4Columns.ReplaceAllString(stmt, "")
 		}
+		if version < 6 {
+			stmt = strings.Replace(stmt, sideAuditIDColumn, "", 1)
+		}
 		if version < 5 && stmt == processesAttributionIndex {
 			stmt = processesIndexesV4
 		}

@@ -86,6 +86,23 @@ func TestQueryPlans(t *testing.T) {
 		t.Logf("processes %+v: %s", tc.f, plan)
 		checkPlan(t, plan, tc.index)
 	}
+	// A user's or group's processes are sorted (no index orders them):
+	// the page's ids from processes_audit alone, probed with the IDs the
+	// side table holds (not a sessions page per session of the user), then
+	// only the page's rows. Both cut the query on a million processes.
+	for _, f := range []store.ProcessFilter{{User: "alice"}, {Group: "g", Cursor: cur}} {
+		q, args, err := processesListing(f).query(f.Cursor, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := queryPlan(t, s, q, args)
+		t.Logf("processes %+v: %s", f, plan)
+		if !strings.HasPrefix(plan, "SEARCH p USING INTEGER PRIMARY KEY (rowid=?)") ||
+			!strings.Contains(plan, "USING COVERING INDEX processes_audit (audit_id=?") ||
+			!strings.Contains(plan, "USING PRIMARY KEY (") || strings.Contains(plan, "SEARCH s ") {
+			t.Errorf("plan %q: want the page's ids from processes_audit alone, probed with the side table's IDs", plan)
+		}
+	}
 	// Retention's walk of the processes started before a cut.
 	plan := queryPlan(t, s, processesBeforeSQL, []any{1, 0, 0, 10})
 	t.Logf("processes started before a cut: %s", plan)

@@ -30,12 +30,12 @@ func processesListing(f store.ProcessFilter) listing {
 	l := listing{cols: processCols, from: "processes p", timeCol: "p.start", idCol: "p.id"}
 	w := &l.w
 	if f.User != "" {
-		w.add(`p.audit_id IN (SELECT s.audit_id FROM session_users u
-			JOIN sessions s ON s.id = u.session_id WHERE u.username = ?)`, f.User)
+		l.sorts = true
+		w.add(`p.audit_id IN (SELECT u.audit_id FROM session_users u WHERE u.username = ?)`, f.User)
 	}
 	if f.Group != "" {
-		w.add(`p.audit_id IN (SELECT s.audit_id FROM session_groups g
-			JOIN sessions s ON s.id = g.session_id WHERE g.grp = ?)`, f.Group)
+		l.sorts = true
+		w.add(`p.audit_id IN (SELECT g.audit_id FROM session_groups g WHERE g.grp = ?)`, f.Group)
 	}
 	w.eq("p.namespace", f.Namespace)
 	w.eq("p.pod", f.Pod)

@@ -11,7 +11,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Bump it with a migration
 // step in migrate when the schema changes.
-const schemaVersion = 5
+const schemaVersion = 6
 
 // schemaV1 is the current schema, which a new file is created with (its
 // name is historical). Times are INTEGER nanoseconds since the Unix epoch,
@@ -66,18 +66,20 @@ var schemaV1 = []string{
 	// One row per (session, username) and per (session, group), the
 	// authenticated and the impersonated user's alike, with the session's
 	// time and id copied, so that a user or group filter walks
-	// (name, time, id) in the sessions' order.
+	// (name, time, id) in the sessions' order; and its audit ID, so that
+	// a process filter by user or group reads the user's sessions' IDs
+	// here, in order, not from one sessions page each.
 	`CREATE TABLE session_users (
 		username         TEXT NOT NULL,
 		request_received INTEGER NOT NULL,
-		session_id       INTEGER NOT NULL,
+		session_id       INTEGER NOT NULL,` + sideAuditIDColumn + `
 		PRIMARY KEY (username, request_received, session_id)
 	) WITHOUT ROWID`,
 	`CREATE INDEX session_users_session ON session_users (session_id)`,
 	`CREATE TABLE session_groups (
 		grp              TEXT NOT NULL,
 		request_received INTEGER NOT NULL,
-		session_id       INTEGER NOT NULL,
+		session_id       INTEGER NOT NULL,` + sideAuditIDColumn + `
 		PRIMARY KEY (grp, request_received, session_id)
 	) WITHOUT ROWID`,
 	`CREATE INDEX session_groups_session ON session_groups (session_id)`,
@@ -160,6 +162,11 @@ func auditRecordsTable(name string) string {
 const processesAttributionIndex = `CREATE INDEX processes_attribution ON processes (attribution, start)
 	WHERE attribution != '` + string(vocab.AttributionInherited) + `'`
 
+// sideAuditIDColumn is the side tables' copy of the session's audit ID
+// (version 6).
+const sideAuditIDColumn = `
+		audit_id         TEXT NOT NULL DEFAULT '',`
+
 // migration upgrades a file by one version inside migrate's transaction.
 type migration func(ctx context.Context, tx *sql.Tx) error
 
@@ -193,6 +200,15 @@ var migrations = map[int]migration{
 		`DROP INDEX processes_exit`,
 		`DROP INDEX processes_attribution`,
 		processesAttributionIndex,
+	),
+	// Version 6 copies the session's audit ID into its user and group
+	// rows: a process filter by user no longer reads a sessions page per
+	// session of the user.
+	5: statements(
+		`ALTER TABLE session_users ADD COLUMN audit_id TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE session_groups ADD COLUMN audit_id TEXT NOT NULL DEFAULT ''`,
+		`UPDATE session_users SET audit_id = (SELECT s.audit_id FROM sessions s WHERE s.id = session_id)`,
+		`UPDATE session_groups SET audit_id = (SELECT s.audit_id FROM sessions s WHERE s.id = session_id)`,
 	),
 }
 

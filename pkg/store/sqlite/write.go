@@ -176,8 +176,8 @@ func writeSessions(ctx context.Context, ts *txStmts, sessions []join.Session) er
 var sideTableSQL = [4]string{
 	`DELETE FROM session_users WHERE session_id = ?`,
 	`DELETE FROM session_groups WHERE session_id = ?`,
-	`INSERT OR IGNORE INTO session_users (username, request_received, session_id) VALUES (?,?,?)`,
-	`INSERT OR IGNORE INTO session_groups (grp, request_received, session_id) VALUES (?,?,?)`,
+	`INSERT OR IGNORE INTO session_users (username, request_received, session_id, audit_id) VALUES (?,?,?,?)`,
+	`INSERT OR IGNORE INTO session_groups (grp, request_received, session_id, audit_id) VALUES (?,?,?,?)`,
 }
 
 // sideTables are the statements that keep session_users and
@@ -215,12 +215,12 @@ func (st *sideTables) refresh(ctx context.Context, id int64, ss *join.Session) e
 		if u == "" {
 			continue
 		}
-		if _, err := st.stmts[2].ExecContext(ctx, u, rr, id); err != nil {
+		if _, err := st.stmts[2].ExecContext(ctx, u, rr, id, ss.AuditID); err != nil {
 			return fmt.Errorf("adding user %q: %w", u, err)
 		}
 	}
 	for _, g := range groups {
-		if _, err := st.stmts[3].ExecContext(ctx, g, rr, id); err != nil {
+		if _, err := st.stmts[3].ExecContext(ctx, g, rr, id, ss.AuditID); err != nil {
 			return fmt.Errorf("adding group %q: %w", g, err)
 		}
 	}
