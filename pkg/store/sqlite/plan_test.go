@@ -78,7 +78,7 @@ func TestQueryPlans(t *testing.T) {
 		{store.ProcessFilter{Attribution: vocab.AttributionInherited}, "processes_start"},
 	}
 	for _, tc := range procs {
-		q, args, err := processesListing(tc.f).query(tc.f.Cursor, 100)
+		q, args, err := processesListing(tc.f, false).query(tc.f.Cursor, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestQueryPlans(t *testing.T) {
 	// side table holds (not a sessions page per session of the user), then
 	// only the page's rows. Both cut the query on a million processes.
 	for _, f := range []store.ProcessFilter{{User: "alice"}, {Group: "g", Cursor: cur}} {
-		q, args, err := processesListing(f).query(f.Cursor, 100)
+		q, args, err := processesListing(f, false).query(f.Cursor, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
