@@ -73,7 +73,7 @@ type Config struct {
 
 // AgentFlushInterval is the agent's FlushInterval (`correlator run`). Every
 // drain wakes three goroutines (the reader, the joiner's loop, the store
-// writer), which cost the agent about 20 % of its CPU at 300 execs/s on
+// writer), which cost the agent 10 to 17 % of its CPU at 300 execs/s on
 // this project's VM with a 100 ms interval (docs/benchmarks.md). The
 // agent's rows wait up to a second for their commit anyway: a row is
 // queryable within 1.5 s instead of 1.1, an alert leaves within half a
