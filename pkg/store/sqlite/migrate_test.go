@@ -2,8 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -19,12 +17,7 @@ import (
 // the exec options) and checks that Open upgrades it in place and that the
 // new columns round-trip.
 func TestMigrateFromV1(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v1.db")
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	createOldSchema(t, db, 1, func(stmt string) string {
+	db, path := oldFile(t, 1, func(stmt string) string {
 		if strings.Contains(stmt, "processes_claimed") {
 			return "" // added in version 2
 		}
@@ -70,12 +63,7 @@ func TestMigrateFromV1(t *testing.T) {
 // adds the columns, that the old rows read back with those fields zero, and
 // that the new fields round-trip.
 func TestMigrateFromV3(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v3.db")
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	createOldSchema(t, db, 3, nil)
+	db, path := oldFile(t, 3, nil)
 	for _, q := range []string{
 		`INSERT INTO sessions (audit_id, username, request_received, end_time, updated_at) VALUES ('old', 'alice', 1, 2, 1)`,
 		`INSERT INTO processes (process_id, pid, start, exit_time, audit_id, attribution) VALUES ('p-old', 7, 5, 9, 'old', 'audit_id')`,

@@ -34,6 +34,19 @@ const processesIndexesV4 = `CREATE INDEX processes_attribution ON processes (att
 // version 4's process indexes, without version 4's columns (before 4), and with audit_records as version 2 had it before
 // version 3; it passes every other statement through edit (nil keeps it;
 // an empty result skips it), and sets user_version.
+// oldFile creates a file at version's schema (createOldSchema) and
+// returns it open, with its path, for a migration test to fill and Open.
+func oldFile(t *testing.T, version int, edit func(string) string) (*sql.DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("v%d.db", version))
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	createOldSchema(t, db, version, edit)
+	return db, path
+}
+
 func createOldSchema(t *testing.T, db *sql.DB, version int, edit func(string) string) {
 	t.Helper()
 	for _, stmt := range schemaV1 {
@@ -79,12 +92,7 @@ func auditEvent(id, stage, user, ip string, recv int) store.AuditRecord {
 // by request: a redelivery still replaces its row, and a different request
 // with the same audit ID is kept beside it.
 func TestMigrateFromV2(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v2.db")
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	createOldSchema(t, db, 2, nil)
+	db, path := oldFile(t, 2, nil)
 	victim := auditEvent("shared", "ResponseStarted", "alice", "10.0.0.1", 0)
 	other := auditEvent("other", "ResponseComplete", "bob", "10.0.0.2", 3)
 	for _, r := range []store.AuditRecord{victim, other} {

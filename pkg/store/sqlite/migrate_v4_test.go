@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -20,12 +19,7 @@ import (
 // index, keeps inherited processes out of the attribution index, and that
 // the rows, the attribution filter and retention read as before.
 func TestMigrateFromV4(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v4.db")
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	createOldSchema(t, db, 4, nil)
+	db, path := oldFile(t, 4, nil)
 	// The rows as version 4's writer made them: its upsert is this one.
 	root := process("root", "s1", 1)
 	child := process("child", "s1", 2)

@@ -2,8 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -20,12 +18,7 @@ import (
 // user and group, which now read the ID there, find the same processes
 // as before, and a session written after the upgrade too.
 func TestMigrateFromV5(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v5.db")
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	createOldSchema(t, db, 5, nil)
+	db, path := oldFile(t, 5, nil)
 	bob := session("s-bob", "bob", 1)
 	bob.ImpersonatedUser = &auditlog.UserInfo{Username: "carol", Groups: []string{"admins"}}
 	// The rows as version 5's writer made them.
