@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 )
 
@@ -45,6 +46,21 @@ func oldFile(t *testing.T, version int, edit func(string) string) (*sql.DB, stri
 	}
 	createOldSchema(t, db, version, edit)
 	return db, path
+}
+
+// insertOldProcesses writes ps into an old file as its writer did: the
+// one-row upsert, whose columns versions 4 and 5 share with this one.
+func insertOldProcesses(t *testing.T, db *sql.DB, ps ...join.Process) {
+	t.Helper()
+	for _, p := range ps {
+		args, err := appendProcessArgs(nil, &p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(processValuesSQL(upsertProcessHead, 1), args...); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func createOldSchema(t *testing.T, db *sql.DB, version int, edit func(string) string) {

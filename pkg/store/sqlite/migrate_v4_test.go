@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 	"github.com/execid/correlator/pkg/vocab"
 )
@@ -27,15 +26,7 @@ func TestMigrateFromV4(t *testing.T) {
 	old := process("old", "s1", 3)
 	old.Attribution = vocab.AttributionInherited
 	old.Exit = base.Add(10 * time.Second)
-	for _, p := range []join.Process{root, child, old} {
-		args, err := appendProcessArgs(nil, &p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.Exec(processValuesSQL(upsertProcessHead, 1), args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insertOldProcesses(t, db, root, child, old)
 	db.Close()
 
 	s := openAt(t, path)

@@ -47,15 +47,7 @@ func TestMigrateFromV5(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range []join.Process{process("a1", "s-alice", 1), process("b1", "s-bob", 2), process("b2", "s-bob", 3)} {
-		args, err := appendProcessArgs(nil, &p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.Exec(processValuesSQL(upsertProcessHead, 1), args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insertOldProcesses(t, db, process("a1", "s-alice", 1), process("b1", "s-bob", 2), process("b2", "s-bob", 3))
 	db.Close()
 
 	s := openAt(t, path)
