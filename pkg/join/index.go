@@ -132,16 +132,28 @@ func (j *Joiner) Expire(now time.Time) []Update {
 			j.expire(p)
 		}
 	}
+	// An exit can come due before its process's wait: the wait counts
+	// from when the exec was taken in (read from the ring up to a drain
+	// late), the exit from its kernel time. End such a wait here, or the
+	// process would be forgotten unflagged and its stored row wait forever.
+	var gone []*proc
+	for e, ok := j.exitq.peek(); ok && e.t <= due; e, ok = j.exitq.peek() {
+		j.exitq.pop()
+		if p := j.procs.get(e.id); p != nil && p.seq == e.seq {
+			if _, pending := j.pending[e.id]; pending {
+				j.stats.Expired++
+				j.expire(p)
+			}
+			gone = append(gone, p)
+		}
+	}
 	j.advance(now)
 	j.settle()
 	// Emit the expirations before forgetting exited processes: a session
 	// that ran and exited within one TTL must still be flagged.
 	out := j.flush()
-	for e, ok := j.exitq.peek(); ok && e.t <= due; e, ok = j.exitq.peek() {
-		j.exitq.pop()
-		if p := j.procs.get(e.id); p != nil && p.seq == e.seq {
-			j.removeProc(p)
-		}
+	for _, p := range gone {
+		j.removeProc(p)
 	}
 	idle := ttl + j.cfg.HeuristicWindow
 	for id, rs := range j.recs {

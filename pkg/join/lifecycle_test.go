@@ -326,3 +326,33 @@ func TestRootExecsInPlace(t *testing.T) {
 		t.Errorf("an unverified root became the session's root by re-executing: %+v", got)
 	}
 }
+
+// TestExitDueBeforeItsWaitIsStillFlagged: the pending TTL counts from when
+// the joiner took the exec in (the agent reads the ring up to half a
+// second late, later on a busy node), the forgetting of exited processes
+// from the exit's kernel time. An exit that comes due first must not
+// take its process away unflagged: its stored row would wait forever.
+// The control, a process that does not exit, is flagged at its own TTL.
+func TestExitDueBeforeItsWaitIsStillFlagged(t *testing.T) {
+	j := newJoiner(t)
+	snap := newSnapshot()
+	seen := t0.Add(800 * time.Millisecond) // read from the ring 800 ms after the kernel's exec
+	snap.apply(j.AddProcess(seen, pr("r", "runc", idA, vocab.SourceEnv)))
+	snap.apply(j.AddProcess(seen, pr("c", "r", idA, vocab.SourceInherited)))
+	snap.apply(j.AddProcess(seen, pr("live", "runc", idB, vocab.SourceEnv)))
+	snap.apply(j.AddExit(seen, Exit{ProcessID: "c", Time: t0.Add(10 * time.Millisecond)}))
+	snap.apply(j.AddExit(seen, Exit{ProcessID: "r", Time: t0.Add(20 * time.Millisecond)}))
+	// The exits are past the TTL, the waits not yet.
+	snap.apply(j.Expire(t0.Add(DefaultPendingTTL + 500*time.Millisecond)))
+	for _, id := range []string{"r", "c"} {
+		checkWant(t, id, snap.procs[id], want{claimed: idA, flags: []string{vocab.FlagNoAuditRecord}})
+	}
+	if p := snap.procs["live"]; slices.Contains(p.Flags, vocab.FlagNoAuditRecord) {
+		t.Fatalf("running process flagged before its TTL: %v", p.Flags)
+	}
+	snap.apply(j.Expire(seen.Add(DefaultPendingTTL)))
+	checkWant(t, "live", snap.procs["live"], want{claimed: idB, flags: []string{vocab.FlagNoAuditRecord}})
+	if st := j.Stats(); st.Expired != 3 || st.Pending != 0 {
+		t.Fatalf("stats %+v: want 3 expired, none pending", st)
+	}
+}
