@@ -224,6 +224,7 @@ func (a *Agent) AuditSink() auditlog.Sink {
 func (a *Agent) Run(ctx context.Context) error {
 	tick := time.NewTicker(a.cfg.ExpireEvery)
 	defer tick.Stop()
+	a.mem.start()
 	defer a.mem.restore()
 	var looked chan lookedUp
 	if a.lookup != nil {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"math"
+	"os"
 	"runtime/debug"
 	"runtime/metrics"
 
@@ -52,11 +53,20 @@ const footprintFloor = 64 << 20
 type footprint struct {
 	cap     int64
 	set     int64 // the limit last set, 0: none yet
+	gc      int   // the GC percent before start, -2: not changed
 	samples []metrics.Sample
 }
 
+// footprintGCPercent is the agent's GOGC. The soft memory limit bounds the
+// heap already (footprintFloor, or the live heap and two thirds), so the
+// percent only paces a small heap: at 100 an agent holding 10 MiB
+// collected every 10 MiB allocated, about every 2,000 execs, 12 % of its
+// CPU at 300 execs/s; at 400 it collects a quarter as often and its heap
+// stays under the floor. Set GOGC to choose another.
+const footprintGCPercent = 400
+
 func newFootprint(capBytes int64) *footprint {
-	f := &footprint{cap: capBytes}
+	f := &footprint{cap: capBytes, gc: -2}
 	// Read in this order by observe.
 	for _, name := range []string{"/gc/heap/live:bytes", "/memory/classes/total:bytes",
 		"/memory/classes/heap/released:bytes", "/memory/classes/heap/objects:bytes",
@@ -64,6 +74,15 @@ func newFootprint(capBytes int64) *footprint {
 		f.samples = append(f.samples, metrics.Sample{Name: name})
 	}
 	return f
+}
+
+// start sets the limit for the heap now and the GC percent, unless the
+// GOGC environment variable chose one.
+func (f *footprint) start() {
+	f.observe()
+	if _, set := os.LookupEnv("GOGC"); !set && f.gc == -2 {
+		f.gc = debug.SetGCPercent(footprintGCPercent)
+	}
 }
 
 // observe sets the limit the runtime's live heap calls for now.
@@ -89,8 +108,13 @@ func (f *footprint) apply(limit int64) {
 	f.set = limit
 }
 
-// restore hands the limit back to cap when the agent stops.
+// restore hands the limit back to cap and the GC percent back to what it
+// was when the agent stops.
 func (f *footprint) restore() {
+	if f.gc != -2 {
+		debug.SetGCPercent(f.gc)
+		f.gc = -2
+	}
 	if f.set != 0 {
 		debug.SetMemoryLimit(footprintCap(f.cap))
 		f.set = 0

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"math"
+	"os"
 	"runtime/debug"
 	"testing"
 
@@ -64,5 +65,44 @@ func TestFootprintRestores(t *testing.T) {
 	f.restore()
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 		t.Fatalf("limit %d after restore, want none", got)
+	}
+}
+
+// TestFootprintGCPercent: the agent paces its heap at footprintGCPercent
+// while it runs and gives the old percent back when it stops; a GOGC in
+// the environment is left to rule.
+func TestFootprintGCPercent(t *testing.T) {
+	if v, ok := os.LookupEnv("GOGC"); ok {
+		os.Unsetenv("GOGC")
+		t.Cleanup(func() { os.Setenv("GOGC", v) })
+	}
+	limit := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(limit)
+	const before = 150
+	defer debug.SetGCPercent(debug.SetGCPercent(before))
+
+	f := newFootprint(0)
+	f.start()
+	if got := debug.SetGCPercent(-1); got != footprintGCPercent {
+		t.Fatalf("GC percent %d while the agent runs, want %d", got, footprintGCPercent)
+	}
+	debug.SetGCPercent(footprintGCPercent)
+	if f.set == 0 {
+		t.Fatal("start set no memory limit: the raised percent would leave the heap unbounded")
+	}
+	f.restore()
+	if got := debug.SetGCPercent(before); got != before {
+		t.Fatalf("GC percent %d after the agent stopped, want %d back", got, before)
+	}
+
+	// Positive control for the environment: the same start with GOGC set
+	// leaves the percent alone.
+	os.Setenv("GOGC", "150")
+	defer os.Unsetenv("GOGC")
+	g := newFootprint(0)
+	g.start()
+	defer g.restore()
+	if got := debug.SetGCPercent(before); got != before {
+		t.Fatalf("GC percent %d with GOGC=150 set, want it left at %d", got, before)
 	}
 }
