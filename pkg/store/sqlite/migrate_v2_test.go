@@ -48,16 +48,32 @@ func oldFile(t *testing.T, version int, edit func(string) string) (*sql.DB, stri
 	return db, path
 }
 
-// insertOldProcesses writes ps into an old file as its writer did: the
-// one-row upsert, whose columns versions 4 and 5 share with this one.
+// commandIDColumn is the column version 7 put in place of argv and
+// argv_line, which versions 1 to 6 had.
+const (
+	commandIDColumn = `command_id        INTEGER NOT NULL DEFAULT 0,`
+	argvColumnsV6   = `argv              TEXT,
+		argv_line         TEXT NOT NULL DEFAULT '',`
+)
+
+// insertOldProcesses writes ps into a file of version 4 to 6 as its writer
+// did: this one's columns, with the argv's JSON and line in place of the
+// command's id.
 func insertOldProcesses(t *testing.T, db *sql.DB, ps ...join.Process) {
 	t.Helper()
+	head := strings.Replace(upsertProcessHead, "command_id,", "argv, argv_line,", 1)
+	row := "(" + strings.Repeat("?,", processColumns) + "?)"
 	for _, p := range ps {
-		args, err := appendProcessArgs(nil, &p)
+		args, err := appendProcessArgs(nil, &p, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.Exec(processValuesSQL(upsertProcessHead, 1), args...); err != nil {
+		var argv any
+		if len(p.Argv) > 0 {
+			argv = (&encoder{}).json(p.Argv)
+		}
+		args = append(args[:6:6], append([]any{argv, strings.Join(p.Argv, " ")}, args[7:]...)...)
+		if _, err := db.Exec(head+row, args...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -71,6 +87,12 @@ func createOldSchema(t *testing.T, db *sql.DB, version int, edit func(string) st
 		}
 		if version < 6 {
 			stmt = strings.Replace(stmt, sideAuditIDColumn, "", 1)
+		}
+		if version < 7 {
+			if stmt == commandsTable {
+				continue
+			}
+			stmt = strings.Replace(stmt, commandIDColumn, argvColumnsV6, 1)
 		}
 		if version < 5 && stmt == processesAttributionIndex {
 			stmt = processesIndexesV4

@@ -78,7 +78,7 @@ func TestQueryPlans(t *testing.T) {
 		{store.ProcessFilter{Attribution: vocab.AttributionInherited}, "processes_start"},
 	}
 	for _, tc := range procs {
-		q, args, err := processesListing(tc.f, false).query(tc.f.Cursor, 100)
+		q, args, err := processesListing(tc.f, false, commandMatch{}).query(tc.f.Cursor, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestQueryPlans(t *testing.T) {
 	// side table holds (not a sessions page per session of the user), then
 	// only the page's rows. Both cut the query on a million processes.
 	for _, f := range []store.ProcessFilter{{User: "alice"}, {Group: "g", Cursor: cur}} {
-		q, args, err := processesListing(f, false).query(f.Cursor, 100)
+		q, args, err := processesListing(f, false, commandMatch{}).query(f.Cursor, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,8 +103,34 @@ func TestQueryPlans(t *testing.T) {
 			t.Errorf("plan %q: want the page's ids from processes_audit alone, probed with the side table's IDs", plan)
 		}
 	}
+	// A command substring: processes_start walked over the span of the
+	// matching commands alone, by their ids or (many) a subquery; alone or
+	// with a pod, whose index then takes the span.
+	for _, tc := range []struct {
+		f     store.ProcessFilter
+		m     commandMatch
+		index string
+	}{
+		{store.ProcessFilter{Command: "curl"}, commandMatch{ids: []any{int64(1), int64(2)}, first: 1, last: 2}, "processes_start (start>? AND start<?)"},
+		{store.ProcessFilter{Command: "curl"}, commandMatch{all: true, first: 1, last: 2}, "processes_start (start>? AND start<?)"},
+		{store.ProcessFilter{Command: "curl", Pod: "p"}, commandMatch{ids: []any{int64(1)}, first: 1, last: 2}, "processes_pod (pod=? AND start>? AND start<?)"},
+	} {
+		q, args, err := processesListing(tc.f, false, tc.m).query("", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := queryPlan(t, s, q, args)
+		t.Logf("processes %+v %+v: %s", tc.f, tc.m, plan)
+		checkPlan(t, plan, tc.index)
+	}
+	// Retention's walk of the commands no process points to any more.
+	plan := queryPlan(t, s, deleteCommandsSQL, []any{1, 10})
+	t.Logf("commands to delete: %s", plan)
+	if !strings.Contains(plan, "processes_start (start>? AND start<?)") {
+		t.Errorf("plan %q: want each command's processes looked for within its span", plan)
+	}
 	// Retention's walk of the processes started before a cut.
-	plan := queryPlan(t, s, processesBeforeSQL, []any{1, 0, 0, 10})
+	plan = queryPlan(t, s, processesBeforeSQL, []any{1, 0, 0, 10})
 	t.Logf("processes started before a cut: %s", plan)
 	checkPlan(t, plan, "processes_start")
 	// A session's tree and its claimants.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
@@ -12,9 +13,13 @@ import (
 )
 
 const processCols = `p.id, p.process_id, p.parent_process_id, p.pid, p.ppid, p.uid, p.filename,
-	p.argv, p.argv_truncated, p.container_id, p.pod_uid, p.namespace, p.pod, p.container, p.start,
+	c.argv, p.argv_truncated, p.container_id, p.pod_uid, p.namespace, p.pod, p.container, p.start,
 	p.exec_time, p.exit_time, p.exit_code, p.audit_id, p.claimed_audit_id, p.spo_request_uid,
 	p.attribution, p.confidence, p.candidates, p.source, p.flags, p.session_root_id`
+
+// processesFrom joins each process to its argv (schema 7). An id with no
+// row (none is left so) reads as an empty argv.
+const processesFrom = `processes p LEFT JOIN commands c ON c.id = p.command_id`
 
 // ListProcesses returns one page of processes matching f, newest Start
 // first, and the cursor of the next page ("" after the last), keyset
@@ -24,7 +29,17 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 	if err != nil {
 		return nil, "", err
 	}
-	return list(ctx, s, "processes", processesListing(f, broad), f.Cursor, f.Limit, func(sc scanner) (join.Process, cursor, error) {
+	cmds, err := s.matchCommands(ctx, f.Command)
+	if err != nil {
+		return nil, "", err
+	}
+	if f.Command != "" && len(cmds.ids) == 0 {
+		if _, _, err := parseCursor(f.Cursor); err != nil {
+			return nil, "", err
+		}
+		return nil, "", nil // no process ran such a command
+	}
+	return list(ctx, s, "processes", processesListing(f, broad, cmds), f.Cursor, f.Limit, func(sc scanner) (join.Process, cursor, error) {
 		p, id, err := scanProcess(sc)
 		return p, cursor{t: nanos(p.Start), id: id}, err
 	})
@@ -35,8 +50,8 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 // match, unless broad (broadSessionFilter): then the unary + keeps the
 // planner off processes_audit, and it walks the processes in page order,
 // looking each one's audit ID up among the sessions'.
-func processesListing(f store.ProcessFilter, broad bool) listing {
-	l := listing{cols: processCols, from: "processes p", timeCol: "p.start", idCol: "p.id"}
+func processesListing(f store.ProcessFilter, broad bool, cmds commandMatch) listing {
+	l := listing{cols: processCols, from: processesFrom, table: "processes p", timeCol: "p.start", idCol: "p.id"}
 	w := &l.w
 	col := "p.audit_id"
 	if broad {
@@ -63,10 +78,63 @@ func processesListing(f store.ProcessFilter, broad bool) listing {
 		}
 	}
 	if f.Command != "" {
-		w.add("instr(p.argv_line, ?) > 0", f.Command)
+		// Only the part of processes_start where those commands ran.
+		w.add("p.start BETWEEN ? AND ?", cmds.first, cmds.last)
+		if cmds.all {
+			w.add("p.command_id IN (SELECT id FROM commands WHERE instr(line, ?) > 0)", f.Command)
+		} else {
+			w.add("p.command_id IN ("+strings.TrimSuffix(strings.Repeat("?,", len(cmds.ids)), ",")+")", cmds.ids...)
+		}
 	}
 	w.window("p.start", f.Since, f.Until)
 	return l
+}
+
+// maxCommandIDs is how many matching commands a process listing names by
+// id; past it the listing selects them again in a subquery.
+const maxCommandIDs = 256
+
+// commandMatch is the commands whose line holds a searched substring: up
+// to maxCommandIDs ids (all: more matched), and the span of their starts.
+type commandMatch struct {
+	ids         []any
+	all         bool
+	first, last int64
+}
+
+// matchCommands reads the distinct command lines holding sub ("": none
+// sought).
+func (s *Store) matchCommands(ctx context.Context, sub string) (commandMatch, error) {
+	var m commandMatch
+	if sub == "" {
+		return m, nil
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT id, first_start, last_start FROM commands WHERE instr(line, ?) > 0`, sub)
+	if err != nil {
+		return m, fmt.Errorf("searching command lines: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, first, last int64
+		if err := rows.Scan(&id, &first, &last); err != nil {
+			return m, fmt.Errorf("reading command line: %w", err)
+		}
+		if len(m.ids) == 0 || first < m.first {
+			m.first = first
+		}
+		if len(m.ids) == 0 || last > m.last {
+			m.last = last
+		}
+		if len(m.ids) < maxCommandIDs {
+			m.ids = append(m.ids, id)
+		} else {
+			m.all = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return m, fmt.Errorf("searching command lines: %w", err)
+	}
+	return m, nil
 }
 
 func scanProcess(sc scanner) (join.Process, int64, error) {

@@ -38,6 +38,9 @@ func (s *Store) DeleteOlderThan(ctx context.Context, t time.Time) (store.Deleted
 	if err := s.deleteProcesses(ctx, cut, &d); err != nil {
 		return d, fmt.Errorf("deleting processes that exited before %s: %w", t.Format(time.RFC3339), err)
 	}
+	if err := s.deleteCommands(ctx, cut); err != nil {
+		return d, fmt.Errorf("deleting commands no process ran since before %s: %w", t.Format(time.RFC3339), err)
+	}
 	if err := s.deleteSessions(ctx, cut, &d); err != nil {
 		return d, fmt.Errorf("deleting sessions older than %s: %w", t.Format(time.RFC3339), err)
 	}
@@ -131,6 +134,49 @@ func (s *Store) deleteProcessChunk(ctx context.Context, cut int64, after cursor)
 		return 0, after, false, fmt.Errorf("committing retention transaction: %w", err)
 	}
 	return int64(len(ids)), last, walked == s.cfg.DeleteChunk, nil
+}
+
+// deleteCommandsSQL picks a chunk of commands whose span ended before the
+// cut and that no process points to any more (looked for within the span,
+// on processes_start).
+const deleteCommandsSQL = `DELETE FROM commands WHERE id IN (SELECT c.id FROM commands c WHERE c.last_start < ?
+	AND NOT EXISTS (SELECT 1 FROM processes p WHERE p.start BETWEEN c.first_start AND c.last_start
+		AND p.command_id = c.id) LIMIT ?)`
+
+// deleteCommands removes, a chunk per transaction, the commands rows left
+// with no process. The writer's cache forgets every row inside each
+// transaction, while it holds the only write connection: no write can
+// take a deleted id from it afterwards.
+func (s *Store) deleteCommands(ctx context.Context, cut int64) error {
+	for {
+		n, err := s.deleteCommandChunk(ctx, cut)
+		if err != nil || n < int64(s.cfg.DeleteChunk) {
+			return err
+		}
+	}
+}
+
+func (s *Store) deleteCommandChunk(ctx context.Context, cut int64) (int64, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("beginning retention transaction: %w", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, deleteCommandsSQL, cut, s.cfg.DeleteChunk)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("counting deleted commands: %w", err)
+	}
+	if n > 0 {
+		s.commands.reset()
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("committing retention transaction: %w", err)
+	}
+	return n, nil
 }
 
 // deleteSessions removes, a chunk per transaction, the sessions that

@@ -11,7 +11,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Bump it with a migration
 // step in migrate when the schema changes.
-const schemaVersion = 6
+const schemaVersion = 7
 
 // schemaV1 is the current schema, which a new file is created with (its
 // name is historical). Times are INTEGER nanoseconds since the Unix epoch,
@@ -92,8 +92,7 @@ var schemaV1 = []string{
 		ppid              INTEGER NOT NULL DEFAULT 0,
 		uid               INTEGER NOT NULL DEFAULT 0,
 		filename          TEXT NOT NULL DEFAULT '',
-		argv              TEXT,
-		argv_line         TEXT NOT NULL DEFAULT '',
+		command_id        INTEGER NOT NULL DEFAULT 0,
 		container_id      TEXT NOT NULL DEFAULT '',
 		pod_uid           TEXT NOT NULL DEFAULT '',
 		namespace         TEXT NOT NULL DEFAULT '',
@@ -121,6 +120,7 @@ var schemaV1 = []string{
 	`CREATE INDEX processes_pod ON processes (pod, start)`,
 	`CREATE INDEX processes_container ON processes (container, start)`,
 	processesAttributionIndex,
+	commandsTable,
 
 	auditRecordsTable("audit_records"),
 	`CREATE INDEX audit_records_time ON audit_records (stage_timestamp)`,
@@ -159,6 +159,20 @@ func auditRecordsTable(name string) string {
 // far: a filter on another attribution (a root, a tampered or ambiguous
 // process) names the index's condition to walk it (processesListing); one
 // on inherited walks processes_start, where nearly every row matches.
+// commandsTable holds each distinct argv once (version 7): a process row
+// stores its id (0: no argv), so a row binds one integer, not the argv's
+// JSON and its line, and a command substring search reads the distinct
+// lines instead of every process. [first_start, last_start] spans the
+// start of every process with that argv: the search walks only that part
+// of processes_start.
+const commandsTable = `CREATE TABLE commands (
+		id          INTEGER PRIMARY KEY,
+		argv        TEXT NOT NULL UNIQUE,
+		line        TEXT NOT NULL,
+		first_start INTEGER NOT NULL,
+		last_start  INTEGER NOT NULL
+	)`
+
 const processesAttributionIndex = `CREATE INDEX processes_attribution ON processes (attribution, start)
 	WHERE attribution != '` + string(vocab.AttributionInherited) + `'`
 
@@ -209,6 +223,18 @@ var migrations = map[int]migration{
 		`ALTER TABLE session_groups ADD COLUMN audit_id TEXT NOT NULL DEFAULT ''`,
 		`UPDATE session_users SET audit_id = (SELECT s.audit_id FROM sessions s WHERE s.id = session_id)`,
 		`UPDATE session_groups SET audit_id = (SELECT s.audit_id FROM sessions s WHERE s.id = session_id)`,
+	),
+	// Version 7 keeps each distinct argv once, in commands.
+	6: statements(
+		commandsTable,
+		`INSERT INTO commands (argv, line, first_start, last_start)
+			SELECT argv, max(argv_line), min(start), max(start) FROM processes
+			WHERE argv IS NOT NULL GROUP BY argv`,
+		`ALTER TABLE processes ADD COLUMN command_id INTEGER NOT NULL DEFAULT 0`,
+		`UPDATE processes SET command_id = (SELECT c.id FROM commands c WHERE c.argv = processes.argv)
+			WHERE argv IS NOT NULL`,
+		`ALTER TABLE processes DROP COLUMN argv`,
+		`ALTER TABLE processes DROP COLUMN argv_line`,
 	),
 }
 

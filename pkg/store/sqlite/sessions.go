@@ -98,7 +98,7 @@ func (s *Store) GetSession(ctx context.Context, auditID string) (store.SessionDe
 // lets SQLite use the partial processes_claimed index: a bound parameter
 // alone does not prove the row matches the index's WHERE.
 func sessionProcessesSQL(col string) string {
-	return "SELECT " + processCols + " FROM processes p WHERE p." + col + " = ? AND p." + col +
+	return "SELECT " + processCols + " FROM " + processesFrom + " WHERE p." + col + " = ? AND p." + col +
 		" != '' ORDER BY p.start, p.id LIMIT ?"
 }
 

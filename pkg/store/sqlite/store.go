@@ -99,7 +99,8 @@ type Store struct {
 	w    *sql.DB // one connection: every write is serialized here
 	r    *sql.DB // query-only pool
 
-	stmts stmtCache // write statements prepared on w
+	stmts    stmtCache    // write statements prepared on w
+	commands commandCache // argvs stored in commands, by the writer
 }
 
 // Open opens or creates the database at path and brings its schema up to

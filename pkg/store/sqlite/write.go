@@ -39,17 +39,17 @@ RETURNING id`
 // cut the per-statement cost that dominates a batch.
 const (
 	processRowsPerStmt = 32
-	processColumns     = 27
+	processColumns     = 26
 	upsertProcessHead  = `INSERT INTO processes (
-	process_id, parent_process_id, pid, ppid, uid, filename, argv, argv_line, container_id, pod_uid,
+	process_id, parent_process_id, pid, ppid, uid, filename, command_id, container_id, pod_uid,
 	namespace, pod, container, start, exit_time, exit_code, audit_id, claimed_audit_id, attribution,
 	confidence, candidates, source, flags, session_root_id, exec_time, argv_truncated, spo_request_uid
 ) VALUES `
 	upsertProcessTail = `
 ON CONFLICT (process_id) DO UPDATE SET
 	parent_process_id = excluded.parent_process_id, pid = excluded.pid, ppid = excluded.ppid,
-	uid = excluded.uid, filename = excluded.filename, argv = excluded.argv,
-	argv_line = excluded.argv_line, container_id = excluded.container_id,
+	uid = excluded.uid, filename = excluded.filename, command_id = excluded.command_id,
+	container_id = excluded.container_id,
 	pod_uid = excluded.pod_uid, namespace = excluded.namespace, pod = excluded.pod,
 	container = excluded.container, start = excluded.start, exit_time = excluded.exit_time,
 	exit_code = excluded.exit_code, audit_id = excluded.audit_id,
@@ -122,13 +122,17 @@ func (s *Store) Write(ctx context.Context, b store.Batch) error {
 	defer tx.Rollback()
 	ts := &txStmts{ctx: ctx, s: s, tx: tx}
 	defer ts.close()
+	cmds := newTxCommands(ts, &s.commands)
 	if err := writeSessions(ctx, ts, b.Sessions); err != nil {
 		return err
 	}
-	if err := writeProcesses(ctx, ts, b.Processes); err != nil {
+	if err := writeProcesses(ctx, ts, cmds, b.Processes); err != nil {
 		return err
 	}
-	if err := writeExits(ctx, ts, b.Exits); err != nil {
+	if err := writeExits(ctx, ts, cmds, b.Exits); err != nil {
+		return err
+	}
+	if err := cmds.flush(ctx); err != nil {
 		return err
 	}
 	if err := writeAuditRecords(ctx, ts, b.AuditRecords); err != nil {
@@ -140,6 +144,7 @@ func (s *Store) Write(ctx context.Context, b store.Batch) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("committing write transaction of %d rows: %w", b.Len(), err)
 	}
+	cmds.committed()
 	return nil
 }
 
@@ -248,18 +253,22 @@ func sessionArgs(ss *join.Session, now time.Time) ([]any, error) {
 	return args, e.err
 }
 
-func writeProcesses(ctx context.Context, ts *txStmts, procs []join.Process) error {
+func writeProcesses(ctx context.Context, ts *txStmts, cmds *txCommands, procs []join.Process) error {
 	if len(procs) == 0 {
 		return nil
 	}
 	args := make([]any, 0, processRowsPerStmt*processColumns)
+	var ids []int64
 	insert := true
 	for lo := 0; lo < len(procs); lo += processRowsPerStmt {
 		chunk := procs[lo:min(lo+processRowsPerStmt, len(procs))]
+		var err error
+		if ids, err = cmds.ids(ctx, chunk, ids); err != nil {
+			return err
+		}
 		args = args[:0]
 		for i := range chunk {
-			var err error
-			if args, err = appendProcessArgs(args, &chunk[i]); err != nil {
+			if args, err = appendProcessArgs(args, &chunk[i], ids[i]); err != nil {
 				return fmt.Errorf("encoding process %s: %w", chunk[i].ProcessID, err)
 			}
 		}
@@ -302,7 +311,7 @@ func isConstraint(err error) bool {
 // writeExits writes each process's exit alone onto its stored row, and
 // the whole row of a process the store lacks (never written, or deleted by
 // retention since).
-func writeExits(ctx context.Context, ts *txStmts, exits []join.Process) error {
+func writeExits(ctx context.Context, ts *txStmts, cmds *txCommands, exits []join.Process) error {
 	if len(exits) == 0 {
 		return nil
 	}
@@ -327,14 +336,14 @@ func writeExits(ctx context.Context, ts *txStmts, exits []join.Process) error {
 			missing = append(missing, *p)
 		}
 	}
-	return writeProcesses(ctx, ts, missing)
+	return writeProcesses(ctx, ts, cmds, missing)
 }
 
 // appendProcessArgs appends p's processColumns values to args. Each is of
 // a type database/sql passes as is (int64, string, ...): another (uint32,
 // int, a named string type) goes through its reflection converter, one
 // allocation a value.
-func appendProcessArgs(args []any, p *join.Process) ([]any, error) {
+func appendProcessArgs(args []any, p *join.Process, command int64) ([]any, error) {
 	if p.ProcessID == "" {
 		return args, fmt.Errorf("checking process: empty process ID")
 	}
@@ -344,8 +353,8 @@ func appendProcessArgs(args []any, p *join.Process) ([]any, error) {
 	}
 	var e encoder
 	args = append(args,
-		p.ProcessID, p.ParentProcessID, int64(p.PID), int64(p.PPID), int64(p.UID), p.Filename, e.json(p.Argv),
-		strings.Join(p.Argv, " "), p.ContainerID, p.PodUID, p.Namespace, p.Pod, p.Container,
+		p.ProcessID, p.ParentProcessID, int64(p.PID), int64(p.PPID), int64(p.UID), p.Filename, command,
+		p.ContainerID, p.PodUID, p.Namespace, p.Pod, p.Container,
 		nanos(p.Start), nullNanos(p.Exit), exitCode, p.AuditID, p.ClaimedAuditID, string(p.Attribution),
 		p.Confidence, e.json(p.Candidates), string(p.Source), e.json(p.Flags), p.SessionRootID,
 		nanos(p.ExecTime), p.ArgvTruncated, p.SPOExecRequestUID,

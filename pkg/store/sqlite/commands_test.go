@@ -1,0 +1,208 @@
+package sqlite
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/execid/correlator/pkg/join"
+	"github.com/execid/correlator/pkg/store"
+)
+
+// withArgv is process p running argv.
+func withArgv(p join.Process, argv ...string) join.Process {
+	p.Argv = argv
+	return p
+}
+
+// commandRows reads the commands table: each argv's JSON and its span.
+func commandRows(t *testing.T, s *Store) map[string][2]int64 {
+	t.Helper()
+	rows, err := s.r.Query(`SELECT argv, first_start, last_start FROM commands`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	m := map[string][2]int64{}
+	for rows.Next() {
+		var argv string
+		var first, last int64
+		if err := rows.Scan(&argv, &first, &last); err != nil {
+			t.Fatal(err)
+		}
+		m[argv] = [2]int64{first, last}
+	}
+	return m
+}
+
+// argvOf reads back process id's argv through the listing.
+func argvOf(t *testing.T, s *Store, id string) []string {
+	t.Helper()
+	for _, p := range allProcesses(t, s, store.ProcessFilter{}) {
+		if p.ProcessID == id {
+			return p.Argv
+		}
+	}
+	t.Fatalf("process %s not stored", id)
+	return nil
+}
+
+func allProcesses(t *testing.T, s *Store, f store.ProcessFilter) []join.Process {
+	t.Helper()
+	var all []join.Process
+	f.Limit = 2
+	for {
+		page, next, err := s.ListProcesses(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all
+		}
+		f.Cursor = next
+	}
+}
+
+// TestCommandsStoredOnce: an argv is one commands row however many
+// processes ran it, over several transactions, spanning their starts (a
+// process stored later with an earlier start widens it); an empty argv is
+// none; every process reads its own argv back.
+func TestCommandsStoredOnce(t *testing.T) {
+	s := openTest(t)
+	mustUpsert(t, s, nil, []join.Process{
+		withArgv(process("p1", "s", 10), "curl", "-s", "http://x"),
+		withArgv(process("p2", "s", 20), "curl", "-s", "http://x"),
+		withArgv(process("p3", "s", 30)),
+	})
+	curl := `["curl","-s","http://x"]`
+	if got, want := commandRows(t, s)[curl], [2]int64{nanos(base.Add(10 * time.Second)), nanos(base.Add(20 * time.Second))}; got != want {
+		t.Fatalf("span after one transaction %v, want %v", got, want)
+	}
+	mustUpsert(t, s, nil, []join.Process{withArgv(process("p4", "s", 40), "curl", "-s", "http://x")})
+	mustUpsert(t, s, nil, []join.Process{withArgv(process("p5", "s", 5), "curl", "-s", "http://x")})
+	got := commandRows(t, s)
+	want := map[string][2]int64{`["curl","-s","http://x"]`: {nanos(base.Add(5 * time.Second)), nanos(base.Add(40 * time.Second))}}
+	if len(got) != 1 || got[`["curl","-s","http://x"]`] != want[`["curl","-s","http://x"]`] {
+		t.Fatalf("commands %v, want %v", got, want)
+	}
+	for _, id := range []string{"p1", "p2", "p4", "p5"} {
+		if a := argvOf(t, s, id); !slices.Equal(a, []string{"curl", "-s", "http://x"}) {
+			t.Errorf("%s: argv %q", id, a)
+		}
+	}
+	if a := argvOf(t, s, "p3"); len(a) != 0 {
+		t.Errorf("p3: argv %q, want none", a)
+	}
+	// The widened span is what the search walks: p5 is found.
+	found := processIDs(allProcesses(t, s, store.ProcessFilter{Command: "curl -s"}))
+	if !slices.Equal(found, []string{"p4", "p2", "p1", "p5"}) {
+		t.Errorf("processes running curl -s: %v, want p4 p2 p1 p5", found)
+	}
+}
+
+// TestCommandCacheSurvivesRollback: a transaction that inserted an argv
+// and rolled back leaves no row, so the writer must not remember its id;
+// the next process with that argv reads it back.
+func TestCommandCacheSurvivesRollback(t *testing.T) {
+	s := openTest(t)
+	bad := process("", "s", 2) // an empty process ID fails the batch after p1's argv was inserted
+	err := s.Upsert(context.Background(), nil, []join.Process{withArgv(process("p1", "s", 1), "wget", "x"), bad})
+	if err == nil {
+		t.Fatal("a batch with an empty process ID was stored")
+	}
+	if n := len(commandRows(t, s)); n != 0 {
+		t.Fatalf("%d commands rows after the rollback", n)
+	}
+	// Positive control: another argv first takes the id the rolled back
+	// one had, so a cached stale id would read as that argv.
+	mustUpsert(t, s, nil, []join.Process{withArgv(process("p0", "s", 0), "id")})
+	mustUpsert(t, s, nil, []join.Process{withArgv(process("p1", "s", 1), "wget", "x")})
+	if a := argvOf(t, s, "p1"); !slices.Equal(a, []string{"wget", "x"}) {
+		t.Fatalf("p1 after the rollback: argv %q, want wget x", a)
+	}
+}
+
+// TestRetentionDeletesCommands: retention deletes the commands rows no
+// process points to any more and keeps the one a running process does;
+// an argv written after it gets a row again, not the deleted id.
+func TestRetentionDeletesCommands(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	old := withArgv(process("old", "s", 1), "nc", "-l")
+	old.Exit = base.Add(2 * time.Second)
+	running := withArgv(process("running", "s", 3), "sleep", "infinity")
+	mustUpsert(t, s, nil, []join.Process{old, running})
+	if _, err := s.DeleteOlderThan(ctx, base.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	got := commandRows(t, s)
+	if _, ok := got[`["nc","-l"]`]; ok || len(got) != 1 {
+		t.Fatalf("commands after retention: %v, want sleep infinity's alone", got)
+	}
+	// A writer still holding nc -l's id would point the next process at
+	// no row: its argv would read back empty.
+	mustUpsert(t, s, nil, []join.Process{withArgv(process("again", "s", 5), "nc", "-l")})
+	if a := argvOf(t, s, "again"); !slices.Equal(a, []string{"nc", "-l"}) {
+		t.Fatalf("a process after retention: argv %q, want nc -l", a)
+	}
+	if a := argvOf(t, s, "running"); !slices.Equal(a, []string{"sleep", "infinity"}) {
+		t.Fatalf("the running process: argv %q", a)
+	}
+}
+
+// TestCommandSearch: a substring finds exactly the processes whose line
+// holds it, in page order; none ran it: an empty page at once, and a bad
+// cursor is still refused.
+func TestCommandSearch(t *testing.T) {
+	s := openTest(t)
+	var ps []join.Process
+	for i := range 12 {
+		argv := []string{"cat", "/etc/hosts"}
+		if i%3 == 0 {
+			argv = []string{"curl", "http://evil/" + string(rune('a'+i))}
+		}
+		ps = append(ps, withArgv(process(fmtIDs("p", 12)[i], "s", i), argv...))
+	}
+	mustUpsert(t, s, nil, ps)
+	got := processIDs(allProcesses(t, s, store.ProcessFilter{Command: "http://evil/"}))
+	if want := []string{"p9", "p6", "p3", "p0"}; !slices.Equal(got, want) {
+		t.Errorf("curl: %v, want %v", got, want)
+	}
+	if got := processIDs(allProcesses(t, s, store.ProcessFilter{Command: "evil/g"})); !slices.Equal(got, []string{"p6"}) {
+		t.Errorf("one URL: %v, want p6", got)
+	}
+	page, next, err := s.ListProcesses(context.Background(), store.ProcessFilter{Command: "rm -rf"})
+	if err != nil || len(page) != 0 || next != "" {
+		t.Errorf("a command nobody ran: %d processes, cursor %q, %v", len(page), next, err)
+	}
+	if _, _, err := s.ListProcesses(context.Background(), store.ProcessFilter{Command: "rm -rf", Cursor: "!"}); err == nil {
+		t.Error("a bad cursor was taken when nothing matched")
+	}
+}
+
+// TestArgvKey: argvs that join alike, with NULs or empty tokens, are
+// different keys, so their processes keep their own argv.
+func TestArgvKey(t *testing.T) {
+	argvs := [][]string{{"a\x00b"}, {"a", "b"}, {"", "a", "b"}, {"a", "", "b"}, {"ab"}, {"a\x01b"}, {}, {""}, {"", ""}}
+	seen := map[string][]string{}
+	for _, a := range argvs {
+		k := argvKey(a)
+		if prev, ok := seen[k]; ok {
+			t.Errorf("argvs %q and %q share a key", prev, a)
+		}
+		seen[k] = a
+	}
+	s := openTest(t)
+	var ps []join.Process
+	for i, a := range argvs[:6] {
+		ps = append(ps, withArgv(process(fmtIDs("p", 6)[i], "s", i), a...))
+	}
+	mustUpsert(t, s, nil, ps)
+	for i, a := range argvs[:6] {
+		if got := argvOf(t, s, fmtIDs("p", 6)[i]); !slices.Equal(got, a) {
+			t.Errorf("process %d: argv %q, want %q", i, got, a)
+		}
+	}
+}
