@@ -48,6 +48,18 @@ func oldFile(t *testing.T, version int, edit func(string) string) (*sql.DB, stri
 	return db, path
 }
 
+// openMigrated opens an old file, which Open upgrades in place, and checks
+// that it is at this build's schema version.
+func openMigrated(t *testing.T, path string) *Store {
+	t.Helper()
+	s := openAt(t, path)
+	var v int
+	if err := s.r.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != schemaVersion {
+		t.Fatalf("user_version = %d, %v", v, err)
+	}
+	return s
+}
+
 // commandIDColumn is the column version 7 put in place of argv and
 // argv_line, which versions 1 to 6 had.
 const (
