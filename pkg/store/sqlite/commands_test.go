@@ -174,7 +174,7 @@ func TestCommandSearch(t *testing.T) {
 		t.Errorf("one URL: %v, want p6", got)
 	}
 	page, next, err := s.ListProcesses(context.Background(), store.ProcessFilter{Command: "rm -rf"})
-	if err != nil || len(page) != 0 || next != "" {
+	if err != nil || page == nil || len(page) != 0 || next != "" { // nil would be JSON null, not []
 		t.Errorf("a command nobody ran: %d processes, cursor %q, %v", len(page), next, err)
 	}
 	if _, _, err := s.ListProcesses(context.Background(), store.ProcessFilter{Command: "rm -rf", Cursor: "!"}); err == nil {

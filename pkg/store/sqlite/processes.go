@@ -37,7 +37,7 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 		if _, _, err := parseCursor(f.Cursor); err != nil {
 			return nil, "", err
 		}
-		return nil, "", nil // no process ran such a command
+		return []join.Process{}, "", nil // no process ran such a command: an empty page, as list gives
 	}
 	return list(ctx, s, "processes", processesListing(f, broad, cmds), f.Cursor, f.Limit, func(sc scanner) (join.Process, cursor, error) {
 		p, id, err := scanProcess(sc)
