@@ -123,22 +123,31 @@ func newTxCommands(ts *txStmts, cache *commandCache) *txCommands {
 	return &txCommands{ts: ts, cache: cache, gen: cache.generation(), seen: map[string]command{}, stored: map[string]command{}}
 }
 
-// ids returns the commands row of each process's argv (0: none), each
-// row's span covering the process's start. The argvs neither this
-// transaction nor the cache knows are upserted together, a statement per
+// argvAt is the i-th argv a write runs, and when: a process's start, or
+// the time a session's request was received.
+type argvAt func(i int) (argv []string, at int64)
+
+// processArgvs is argvAt over processes.
+func processArgvs(procs []join.Process) argvAt {
+	return func(i int) ([]string, int64) { return procs[i].Argv, nanos(procs[i].Start) }
+}
+
+// ids returns the commands row of each of n argvs (0: an empty one),
+// each row's span covering its time. The argvs neither this transaction
+// nor the cache knows are upserted together, a statement per
 // processRowsPerStmt: a batch of new command lines costs a few statements,
 // not one each.
-func (t *txCommands) ids(ctx context.Context, procs []join.Process, ids []int64) ([]int64, error) {
+func (t *txCommands) ids(ctx context.Context, n int, at argvAt, ids []int64) ([]int64, error) {
 	ids = ids[:0]
-	var missing []int // indexes into procs whose argv is not known yet
-	keys := make([]string, len(procs))
-	for i := range procs {
-		p := &procs[i]
-		if len(p.Argv) == 0 {
+	var missing []int // the argvs not known yet
+	keys := make([]string, n)
+	for i := range n {
+		argv, when := at(i)
+		if len(argv) == 0 {
 			ids = append(ids, 0)
 			continue
 		}
-		keys[i] = argvKey(p.Argv)
+		keys[i] = argvKey(argv)
 		cmd, ok := t.seen[keys[i]]
 		if !ok {
 			if cmd, ok = t.cache.get(keys[i]); ok {
@@ -150,45 +159,44 @@ func (t *txCommands) ids(ctx context.Context, procs []join.Process, ids []int64)
 			ids = append(ids, 0)
 			continue
 		}
-		start := nanos(p.Start)
-		cmd.first, cmd.last = min(cmd.first, start), max(cmd.last, start)
+		cmd.first, cmd.last = min(cmd.first, when), max(cmd.last, when)
 		t.seen[keys[i]] = cmd
 		ids = append(ids, cmd.id)
 	}
-	if err := t.insert(ctx, procs, keys, missing); err != nil {
+	if err := t.insert(ctx, at, keys, missing); err != nil {
 		return nil, err
 	}
 	for _, i := range missing {
+		_, when := at(i)
 		cmd := t.seen[keys[i]]
-		start := nanos(procs[i].Start)
-		cmd.first, cmd.last = min(cmd.first, start), max(cmd.last, start)
+		cmd.first, cmd.last = min(cmd.first, when), max(cmd.last, when)
 		t.seen[keys[i]] = cmd
 		ids[i] = cmd.id
 	}
 	return ids, nil
 }
 
-// insert upserts the distinct argvs of procs[missing], each with the span
-// of its processes among them, and learns their rows.
-func (t *txCommands) insert(ctx context.Context, procs []join.Process, keys []string, missing []int) error {
+// insert upserts the distinct argvs among missing, each with the span of
+// its times there, and learns their rows.
+func (t *txCommands) insert(ctx context.Context, at argvAt, keys []string, missing []int) error {
 	type row struct {
 		key, argv, line string
 		first, last     int64
 	}
 	var rows []row
-	at := map[string]int{}
+	index := map[string]int{}
 	for _, i := range missing {
-		start := nanos(procs[i].Start)
-		if j, ok := at[keys[i]]; ok {
-			rows[j].first, rows[j].last = min(rows[j].first, start), max(rows[j].last, start)
+		argv, when := at(i)
+		if j, ok := index[keys[i]]; ok {
+			rows[j].first, rows[j].last = min(rows[j].first, when), max(rows[j].last, when)
 			continue
 		}
-		b, err := json.Marshal(procs[i].Argv)
+		b, err := json.Marshal(argv)
 		if err != nil {
-			return fmt.Errorf("encoding the argv of process %s: %w", procs[i].ProcessID, err)
+			return fmt.Errorf("encoding argv: %w", err)
 		}
-		at[keys[i]] = len(rows)
-		rows = append(rows, row{key: keys[i], argv: string(b), line: strings.Join(procs[i].Argv, " "), first: start, last: start})
+		index[keys[i]] = len(rows)
+		rows = append(rows, row{key: keys[i], argv: string(b), line: strings.Join(argv, " "), first: when, last: when})
 	}
 	byArgv := make(map[string]string, len(rows)) // argv JSON -> key
 	for lo := 0; lo < len(rows); lo += processRowsPerStmt {

@@ -212,9 +212,18 @@ func TestArgvKey(t *testing.T) {
 // once in commands, spanning its processes' starts, drops the two
 // columns, and that every process reads its argv back, the command search
 // finds the same processes, and a process written after the upgrade with
-// a stored argv points to its row.
+// a stored argv points to its row; a session's command is spanned too.
 func TestMigrateFromV6(t *testing.T) {
 	db, path := oldFile(t, 6, nil)
+	ss := session("s-old", "alice", 0)
+	ss.Command = []string{"sh", "-c", "id"}
+	args, err := sessionArgs(&ss, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(upsertSessionSQL, args...); err != nil {
+		t.Fatal(err)
+	}
 	insertOldProcesses(t, db,
 		withArgv(process("a", "s", 1), "curl", "http://x"),
 		withArgv(process("b", "s", 2), "cat", "/etc/shadow"),
@@ -234,10 +243,18 @@ func TestMigrateFromV6(t *testing.T) {
 	want := map[string][2]int64{
 		`["curl","http://x"]`:   {nanos(base.Add(time.Second)), nanos(base.Add(3 * time.Second))},
 		`["cat","/etc/shadow"]`: {nanos(base.Add(2 * time.Second)), nanos(base.Add(2 * time.Second))},
+		`["sh","-c","id"]`:      {nanos(base), nanos(base)},
 	}
-	if len(got) != len(want) || got[`["curl","http://x"]`] != want[`["curl","http://x"]`] ||
-		got[`["cat","/etc/shadow"]`] != want[`["cat","/etc/shadow"]`] {
+	if len(got) != len(want) {
 		t.Fatalf("commands %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("commands %v, want %v", got, want)
+		}
+	}
+	if got := sessionIDsOf(t, s, store.SessionFilter{Command: "sh -c id"}); !slices.Equal(got, []string{"s-old"}) {
+		t.Errorf("sessions asking for sh -c id: %v, want s-old", got)
 	}
 	for id, argv := range map[string][]string{"a": {"curl", "http://x"}, "b": {"cat", "/etc/shadow"}, "c": {"curl", "http://x"}, "d": nil} {
 		if a := argvOf(t, s, id); !slices.Equal(a, argv) {
@@ -248,10 +265,56 @@ func TestMigrateFromV6(t *testing.T) {
 		t.Errorf("processes running curl: %v, want c a", got)
 	}
 	mustUpsert(t, s, nil, []join.Process{withArgv(process("e", "s", 5), "cat", "/etc/shadow")})
-	if n := len(commandRows(t, s)); n != 2 {
-		t.Errorf("%d commands rows after a stored argv ran again, want 2", n)
+	if n := len(commandRows(t, s)); n != 3 {
+		t.Errorf("%d commands rows after a stored argv ran again, want 3", n)
 	}
 	if got := processIDs(allProcesses(t, s, store.ProcessFilter{Command: "shadow"})); !slices.Equal(got, []string{"e", "b"}) {
 		t.Errorf("processes reading /etc/shadow: %v, want e b", got)
+	}
+}
+
+func sessionIDsOf(t *testing.T, s *Store, f store.SessionFilter) []string {
+	t.Helper()
+	page, _, err := s.ListSessions(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page == nil {
+		t.Fatal("a nil page (JSON null)")
+	}
+	return sessionIDs(page)
+}
+
+// TestSessionCommandSearch: a session's command is found by a substring,
+// whether or not a process ran it, and a session whose command no process
+// ran keeps it through retention while the session stays (a running
+// process keeps it); a substring nobody asked for is an empty page.
+func TestSessionCommandSearch(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	a := session("s-a", "alice", 0) // asks for sh -c echo s-a, which no process runs
+	a.Command = []string{"sh", "-c", "cat /etc/shadow"}
+	b := session("s-b", "bob", 5)
+	running := withArgv(process("p", "s-a", 30), "sleep", "1d")
+	mustUpsert(t, s, []join.Session{a, b}, []join.Process{running})
+	if got := sessionIDsOf(t, s, store.SessionFilter{Command: "shadow"}); !slices.Equal(got, []string{"s-a"}) {
+		t.Fatalf("sessions asking for shadow: %v, want s-a", got)
+	}
+	if got := sessionIDsOf(t, s, store.SessionFilter{Command: "echo s-"}); !slices.Equal(got, []string{"s-b"}) {
+		t.Fatalf("sessions asking for echo: %v, want s-b", got)
+	}
+	if got := sessionIDsOf(t, s, store.SessionFilter{Command: "rm -rf"}); len(got) != 0 {
+		t.Fatalf("sessions asking for rm -rf: %v", got)
+	}
+	// Retention past both sessions' end: s-a stays (its process runs), and
+	// with it the command only it asked for; s-b goes.
+	if _, err := s.DeleteOlderThan(ctx, base.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got := sessionIDsOf(t, s, store.SessionFilter{Command: "shadow"}); !slices.Equal(got, []string{"s-a"}) {
+		t.Fatalf("after retention, sessions asking for shadow: %v, want s-a", got)
+	}
+	if _, ok := commandRows(t, s)[`["sh","-c","echo s-b"]`]; ok {
+		t.Fatal("the command of a deleted session was kept")
 	}
 }

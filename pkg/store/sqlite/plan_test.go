@@ -50,10 +50,12 @@ func TestQueryPlans(t *testing.T) {
 		{store.SessionFilter{Namespace: "ns", Cursor: cur}, "sessions_namespace"},
 		{store.SessionFilter{Pod: "p", Since: base}, "sessions_pod"},
 		{store.SessionFilter{Container: "c"}, "sessions_container"},
-		{store.SessionFilter{Command: "rm"}, "sessions_received"},
+		// A command: only the span of the matching commands is walked.
+		{store.SessionFilter{Command: "rm"}, "sessions_received (request_received>? AND request_received<?)"},
+		{store.SessionFilter{Command: "rm", User: "alice"}, "PRIMARY KEY (username=? AND request_received>? AND request_received<?)"},
 	}
 	for _, tc := range sessions {
-		q, args, err := sessionsListing(tc.f).query(tc.f.Cursor, 100)
+		q, args, err := sessionsListing(tc.f, commandMatch{ids: []any{int64(1)}, first: 1, last: 2}).query(tc.f.Cursor, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,8 +128,9 @@ func TestQueryPlans(t *testing.T) {
 	// Retention's walk of the commands no process points to any more.
 	plan := queryPlan(t, s, deleteCommandsSQL, []any{1, 10})
 	t.Logf("commands to delete: %s", plan)
-	if !strings.Contains(plan, "processes_start (start>? AND start<?)") {
-		t.Errorf("plan %q: want each command's processes looked for within its span", plan)
+	if !strings.Contains(plan, "processes_start (start>? AND start<?)") ||
+		!strings.Contains(plan, "sessions_received (request_received>? AND request_received<?)") {
+		t.Errorf("plan %q: want each command's processes and sessions looked for within its span", plan)
 	}
 	// Retention's walk of the processes started before a cut.
 	plan = queryPlan(t, s, processesBeforeSQL, []any{1, 0, 0, 10})

@@ -38,11 +38,11 @@ func (s *Store) DeleteOlderThan(ctx context.Context, t time.Time) (store.Deleted
 	if err := s.deleteProcesses(ctx, cut, &d); err != nil {
 		return d, fmt.Errorf("deleting processes that exited before %s: %w", t.Format(time.RFC3339), err)
 	}
-	if err := s.deleteCommands(ctx, cut); err != nil {
-		return d, fmt.Errorf("deleting commands no process ran since before %s: %w", t.Format(time.RFC3339), err)
-	}
 	if err := s.deleteSessions(ctx, cut, &d); err != nil {
 		return d, fmt.Errorf("deleting sessions older than %s: %w", t.Format(time.RFC3339), err)
+	}
+	if err := s.deleteCommands(ctx, cut); err != nil {
+		return d, fmt.Errorf("deleting commands no process ran since before %s: %w", t.Format(time.RFC3339), err)
 	}
 	for _, st := range steps {
 		for {
@@ -137,11 +137,13 @@ func (s *Store) deleteProcessChunk(ctx context.Context, cut int64, after cursor)
 }
 
 // deleteCommandsSQL picks a chunk of commands whose span ended before the
-// cut and that no process points to any more (looked for within the span,
-// on processes_start).
+// cut and that no process points to and no session asked for any more
+// (each looked for within the span, on its time index).
 const deleteCommandsSQL = `DELETE FROM commands WHERE id IN (SELECT c.id FROM commands c WHERE c.last_start < ?
 	AND NOT EXISTS (SELECT 1 FROM processes p WHERE p.start BETWEEN c.first_start AND c.last_start
-		AND p.command_id = c.id) LIMIT ?)`
+		AND p.command_id = c.id)
+	AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.request_received BETWEEN c.first_start AND c.last_start
+		AND s.command = c.argv) LIMIT ?)`
 
 // deleteCommands removes, a chunk per transaction, the commands rows left
 // with no process. The writer's cache forgets every row inside each

@@ -163,8 +163,9 @@ func auditRecordsTable(name string) string {
 // stores its id (0: no argv), so a row binds one integer, not the argv's
 // JSON and its line, and a command substring search reads the distinct
 // lines instead of every process. [first_start, last_start] spans the
-// start of every process with that argv: the search walks only that part
-// of processes_start.
+// start of every process with that argv and the receipt of every session
+// that asked for it: the search walks only that part of processes_start
+// or sessions_received.
 const commandsTable = `CREATE TABLE commands (
 		id          INTEGER PRIMARY KEY,
 		argv        TEXT NOT NULL UNIQUE,
@@ -230,6 +231,11 @@ var migrations = map[int]migration{
 		`INSERT INTO commands (argv, line, first_start, last_start)
 			SELECT argv, max(argv_line), min(start), max(start) FROM processes
 			WHERE argv IS NOT NULL GROUP BY argv`,
+		`INSERT INTO commands (argv, line, first_start, last_start)
+			SELECT command, max(command_line), min(request_received), max(request_received) FROM sessions
+			WHERE command IS NOT NULL GROUP BY command
+			ON CONFLICT (argv) DO UPDATE SET first_start = min(first_start, excluded.first_start),
+				last_start = max(last_start, excluded.last_start)`,
 		`ALTER TABLE processes ADD COLUMN command_id INTEGER NOT NULL DEFAULT 0`,
 		`UPDATE processes SET command_id = (SELECT c.id FROM commands c WHERE c.argv = processes.argv)
 			WHERE argv IS NOT NULL`,

@@ -123,7 +123,7 @@ func (s *Store) Write(ctx context.Context, b store.Batch) error {
 	ts := &txStmts{ctx: ctx, s: s, tx: tx}
 	defer ts.close()
 	cmds := newTxCommands(ts, &s.commands)
-	if err := writeSessions(ctx, ts, b.Sessions); err != nil {
+	if err := writeSessions(ctx, ts, cmds, b.Sessions); err != nil {
 		return err
 	}
 	if err := writeProcesses(ctx, ts, cmds, b.Processes); err != nil {
@@ -148,7 +148,7 @@ func (s *Store) Write(ctx context.Context, b store.Batch) error {
 	return nil
 }
 
-func writeSessions(ctx context.Context, ts *txStmts, sessions []join.Session) error {
+func writeSessions(ctx context.Context, ts *txStmts, cmds *txCommands, sessions []join.Session) error {
 	if len(sessions) == 0 {
 		return nil
 	}
@@ -173,6 +173,13 @@ func writeSessions(ctx context.Context, ts *txStmts, sessions []join.Session) er
 		}
 		if err := idx.refresh(ctx, id, ss); err != nil {
 			return fmt.Errorf("indexing session %s: %w", ss.AuditID, err)
+		}
+		// The command's span covers the request, so that a command
+		// substring finds the session (the row keeps its own copy).
+		if _, err := cmds.ids(ctx, 1, func(int) ([]string, int64) {
+			return ss.Command, nanos(ss.RequestReceivedTimestamp)
+		}, nil); err != nil {
+			return fmt.Errorf("storing the command of session %s: %w", ss.AuditID, err)
 		}
 	}
 	return nil
@@ -263,7 +270,7 @@ func writeProcesses(ctx context.Context, ts *txStmts, cmds *txCommands, procs []
 	for lo := 0; lo < len(procs); lo += processRowsPerStmt {
 		chunk := procs[lo:min(lo+processRowsPerStmt, len(procs))]
 		var err error
-		if ids, err = cmds.ids(ctx, chunk, ids); err != nil {
+		if ids, err = cmds.ids(ctx, len(chunk), processArgvs(chunk), ids); err != nil {
 			return err
 		}
 		args = args[:0]
