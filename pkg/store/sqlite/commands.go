@@ -60,8 +60,8 @@ func argvKey(argv []string) string {
 	return string(b)
 }
 
-// commandCache maps an argv (argvKey) to its committed commands row, so that most process
-// rows cost a map lookup, not an upsert.
+// commandCache maps an argv (argvKey) to its committed commands row, so
+// that most process rows cost a map lookup, not an upsert.
 type commandCache struct {
 	mu  sync.Mutex
 	m   map[string]command

@@ -29,15 +29,9 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 	if err != nil {
 		return nil, "", err
 	}
-	cmds, err := s.matchCommands(ctx, f.Command)
-	if err != nil {
-		return nil, "", err
-	}
-	if f.Command != "" && len(cmds.ids) == 0 {
-		if _, _, err := parseCursor(f.Cursor); err != nil {
-			return nil, "", err
-		}
-		return []join.Process{}, "", nil // no process ran such a command: an empty page, as list gives
+	cmds, none, err := s.commandFilter(ctx, f.Command, f.Cursor)
+	if err != nil || none {
+		return []join.Process{}, "", err // an empty page, as list gives, not nil (JSON null)
 	}
 	return list(ctx, s, "processes", processesListing(f, broad, cmds), f.Cursor, f.Limit, func(sc scanner) (join.Process, cursor, error) {
 		p, id, err := scanProcess(sc)
@@ -100,6 +94,19 @@ type commandMatch struct {
 	ids         []any
 	all         bool
 	first, last int64
+}
+
+// commandFilter matches sub (matchCommands); none reports that a listing
+// filtered by it is empty whatever else it asks, no command line holding
+// sub (a bad cursor is still refused).
+func (s *Store) commandFilter(ctx context.Context, sub, cur string) (m commandMatch, none bool, err error) {
+	if m, err = s.matchCommands(ctx, sub); err != nil || sub == "" || len(m.ids) > 0 {
+		return m, false, err
+	}
+	if _, _, err := parseCursor(cur); err != nil {
+		return m, false, err
+	}
+	return m, true, nil
 }
 
 // matchCommands reads the distinct command lines holding sub ("": none

@@ -145,8 +145,8 @@ const deleteCommandsSQL = `DELETE FROM commands WHERE id IN (SELECT c.id FROM co
 	AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.request_received BETWEEN c.first_start AND c.last_start
 		AND s.command = c.argv) LIMIT ?)`
 
-// deleteCommands removes, a chunk per transaction, the commands rows left
-// with no process. The writer's cache forgets every row inside each
+// deleteCommands removes, a chunk per transaction, the commands rows no
+// process or session needs any more. The writer's cache forgets every row inside each
 // transaction, while it holds the only write connection: no write can
 // take a deleted id from it afterwards.
 func (s *Store) deleteCommands(ctx context.Context, cut int64) error {

@@ -25,15 +25,9 @@ const sessionCols = `s.id, s.audit_id, s.username, s.uid, s.groups, s.extra, s.i
 // last). Pages are keyset-paginated on (RequestReceived, row id): rows
 // inserted while a client pages never shift the rows it has yet to see.
 func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]join.Session, string, error) {
-	cmds, err := s.matchCommands(ctx, f.Command)
-	if err != nil {
-		return nil, "", err
-	}
-	if f.Command != "" && len(cmds.ids) == 0 {
-		if _, _, err := parseCursor(f.Cursor); err != nil {
-			return nil, "", err
-		}
-		return []join.Session{}, "", nil // no session asked for such a command
+	cmds, none, err := s.commandFilter(ctx, f.Command, f.Cursor)
+	if err != nil || none {
+		return []join.Session{}, "", err // an empty page, as list gives, not nil (JSON null)
 	}
 	return list(ctx, s, "sessions", sessionsListing(f, cmds), f.Cursor, f.Limit, func(sc scanner) (join.Session, cursor, error) {
 		ss, id, err := scanSession(sc)
