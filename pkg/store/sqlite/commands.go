@@ -167,11 +167,7 @@ func (t *txCommands) ids(ctx context.Context, n int, at argvAt, ids []int64) ([]
 		return nil, err
 	}
 	for _, i := range missing {
-		_, when := at(i)
-		cmd := t.seen[keys[i]]
-		cmd.first, cmd.last = min(cmd.first, when), max(cmd.last, when)
-		t.seen[keys[i]] = cmd
-		ids[i] = cmd.id
+		ids[i] = t.seen[keys[i]].id // its span, as stored, covers every time among missing
 	}
 	return ids, nil
 }

@@ -80,11 +80,8 @@ func insertOldProcesses(t *testing.T, db *sql.DB, ps ...join.Process) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var argv any
-		if len(p.Argv) > 0 {
-			argv = (&encoder{}).json(p.Argv)
-		}
-		args = append(args[:6:6], append([]any{argv, strings.Join(p.Argv, " ")}, args[7:]...)...)
+		// args[6] is command_id: the argv's JSON (NULL when empty) and line go there.
+		args = append(args[:6:6], append([]any{(&encoder{}).json(p.Argv), strings.Join(p.Argv, " ")}, args[7:]...)...)
 		if _, err := db.Exec(head+row, args...); err != nil {
 			t.Fatal(err)
 		}

@@ -64,7 +64,7 @@ func batchQueries(b store.Batch) []string {
 	if len(b.Exits) > 0 {
 		qs = append(qs, updateExitSQL)
 	}
-	if len(b.Processes) > 0 || len(b.Exits) > 0 {
+	if len(b.Sessions) > 0 || len(b.Processes) > 0 || len(b.Exits) > 0 {
 		qs = append(qs, upsertCommandSQLs[1], upsertCommandSQLs[processRowsPerStmt], spanCommandSQL)
 	}
 	if len(b.AuditRecords) > 0 {
