@@ -88,8 +88,8 @@ func checkCrashFile(t *testing.T, path string, lastCommitted int) int {
 	if res, err := s.IntegrityCheck(ctx); err != nil || res != "ok" {
 		t.Fatalf("integrity_check = %q, %v", res, err)
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT p.pid, count(*), (SELECT count(*) FROM sessions s
-		WHERE s.audit_id = 'batch-' || p.pid) FROM processes p GROUP BY p.pid`)
+	rows, err := s.r.QueryContext(ctx, `SELECT k, count(*), (SELECT count(*) FROM sessions s
+		WHERE s.audit_id = 'batch-' || k) FROM (SELECT coalesce(detail ->> 'pid', 0) AS k FROM processes) GROUP BY k`)
 	if err != nil {
 		t.Fatal(err)
 	}

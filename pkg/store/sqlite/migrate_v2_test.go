@@ -60,6 +60,40 @@ func openMigrated(t *testing.T, path string) *Store {
 	return s
 }
 
+// processesTableV7 is the processes table of versions 1 to 7 (at 7:
+// before it, command_id was argv and argv_line, commandIDColumn); version
+// 8 moved the columns no query reads alone into detail. Its indexes were
+// processesTable's.
+const processesTableV7 = `CREATE TABLE processes (
+		id                INTEGER PRIMARY KEY,
+		process_id        TEXT NOT NULL UNIQUE,
+		parent_process_id TEXT NOT NULL DEFAULT '',
+		pid               INTEGER NOT NULL DEFAULT 0,
+		ppid              INTEGER NOT NULL DEFAULT 0,
+		uid               INTEGER NOT NULL DEFAULT 0,
+		filename          TEXT NOT NULL DEFAULT '',
+		command_id        INTEGER NOT NULL DEFAULT 0,
+		container_id      TEXT NOT NULL DEFAULT '',
+		pod_uid           TEXT NOT NULL DEFAULT '',
+		namespace         TEXT NOT NULL DEFAULT '',
+		pod               TEXT NOT NULL DEFAULT '',
+		container         TEXT NOT NULL DEFAULT '',
+		start             INTEGER NOT NULL,
+		exit_time         INTEGER,
+		exit_code         INTEGER,
+		audit_id          TEXT NOT NULL DEFAULT '',
+		claimed_audit_id  TEXT NOT NULL DEFAULT '',
+		attribution       TEXT NOT NULL DEFAULT '',
+		confidence        REAL NOT NULL DEFAULT 0,
+		candidates        TEXT,
+		source            TEXT NOT NULL DEFAULT '',
+		flags             TEXT,
+		session_root_id   TEXT NOT NULL DEFAULT '',
+		exec_time         INTEGER NOT NULL DEFAULT 0,
+		argv_truncated    INTEGER NOT NULL DEFAULT 0,
+		spo_request_uid   TEXT NOT NULL DEFAULT ''
+	)`
+
 // commandIDColumn is the column version 7 put in place of argv and
 // argv_line, which versions 1 to 6 had.
 const (
@@ -68,18 +102,39 @@ const (
 		argv_line         TEXT NOT NULL DEFAULT '',`
 )
 
+// upsertProcessHeadV7 and oldProcessArgs write a process row of version 7:
+// its 26 columns as that version's writer bound them, command the
+// command's id.
+const upsertProcessHeadV7 = `INSERT INTO processes (
+	process_id, parent_process_id, pid, ppid, uid, filename, command_id, container_id, pod_uid,
+	namespace, pod, container, start, exit_time, exit_code, audit_id, claimed_audit_id, attribution,
+	confidence, candidates, source, flags, session_root_id, exec_time, argv_truncated, spo_request_uid
+) VALUES `
+
+func oldProcessArgs(p *join.Process, command any) []any {
+	var exitCode any
+	if p.ExitCode != nil {
+		exitCode = int64(*p.ExitCode)
+	}
+	var e encoder
+	return []any{
+		p.ProcessID, p.ParentProcessID, int64(p.PID), int64(p.PPID), int64(p.UID), p.Filename, command,
+		p.ContainerID, p.PodUID, p.Namespace, p.Pod, p.Container,
+		nanos(p.Start), nullNanos(p.Exit), exitCode, p.AuditID, p.ClaimedAuditID, string(p.Attribution),
+		p.Confidence, e.json(p.Candidates), string(p.Source), e.json(p.Flags), p.SessionRootID,
+		nanos(p.ExecTime), p.ArgvTruncated, p.SPOExecRequestUID,
+	}
+}
+
 // insertOldProcesses writes ps into a file of version 4 to 6 as its writer
-// did: this one's columns, with the argv's JSON and line in place of the
+// did: version 7's columns, with the argv's JSON and line in place of the
 // command's id.
 func insertOldProcesses(t *testing.T, db *sql.DB, ps ...join.Process) {
 	t.Helper()
-	head := strings.Replace(upsertProcessHead, "command_id,", "argv, argv_line,", 1)
-	row := "(" + strings.Repeat("?,", processColumns) + "?)"
+	head := strings.Replace(upsertProcessHeadV7, "command_id,", "argv, argv_line,", 1)
+	row := "(" + strings.Repeat("?,", 26) + "?)"
 	for _, p := range ps {
-		args, err := appendProcessArgs(nil, &p, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		args := oldProcessArgs(&p, nil)
 		// args[6] is command_id: the argv's JSON (NULL when empty) and line go there.
 		args = append(args[:6:6], append([]any{(&encoder{}).json(p.Argv), strings.Join(p.Argv, " ")}, args[7:]...)...)
 		if _, err := db.Exec(head+row, args...); err != nil {
@@ -91,6 +146,9 @@ func insertOldProcesses(t *testing.T, db *sql.DB, ps ...join.Process) {
 func createOldSchema(t *testing.T, db *sql.DB, version int, edit func(string) string) {
 	t.Helper()
 	for _, stmt := range schemaV1 {
+		if version < 8 && stmt == processesTable[0] {
+			stmt = processesTableV7
+		}
 		if version < 4 {
 			stmt = v4Columns.ReplaceAllString(stmt, "")
 		}

@@ -12,10 +12,9 @@ import (
 	"github.com/execid/correlator/pkg/vocab"
 )
 
-const processCols = `p.id, p.process_id, p.parent_process_id, p.pid, p.ppid, p.uid, p.filename,
-	c.argv, p.argv_truncated, p.container_id, p.pod_uid, p.namespace, p.pod, p.container, p.start,
+const processCols = `p.id, p.process_id, p.filename, c.argv, p.namespace, p.pod, p.container, p.start,
 	p.exec_time, p.exit_time, p.exit_code, p.audit_id, p.claimed_audit_id, p.spo_request_uid,
-	p.attribution, p.confidence, p.candidates, p.source, p.flags, p.session_root_id`
+	p.attribution, p.detail`
 
 // processesFrom joins each process to its argv (schema 7). An id with no
 // row (none is left so) reads as an empty argv.
@@ -149,12 +148,10 @@ func scanProcess(sc scanner) (join.Process, int64, error) {
 		p                   join.Process
 		id, start, execTime int64
 		exit, code          sql.NullInt64
-		argv, cands, flags  sql.NullString
+		argv, detail        sql.NullString
 	)
-	err := sc.Scan(&id, &p.ProcessID, &p.ParentProcessID, &p.PID, &p.PPID, &p.UID, &p.Filename,
-		&argv, &p.ArgvTruncated, &p.ContainerID, &p.PodUID, &p.Namespace, &p.Pod, &p.Container, &start,
-		&execTime, &exit, &code, &p.AuditID, &p.ClaimedAuditID, &p.SPOExecRequestUID,
-		&p.Attribution, &p.Confidence, &cands, &p.Source, &flags, &p.SessionRootID)
+	err := sc.Scan(&id, &p.ProcessID, &p.Filename, &argv, &p.Namespace, &p.Pod, &p.Container, &start,
+		&execTime, &exit, &code, &p.AuditID, &p.ClaimedAuditID, &p.SPOExecRequestUID, &p.Attribution, &detail)
 	if err != nil {
 		return join.Process{}, 0, fmt.Errorf("reading process row: %w", err)
 	}
@@ -163,8 +160,10 @@ func scanProcess(sc scanner) (join.Process, int64, error) {
 		c := int(code.Int64)
 		p.ExitCode = &c
 	}
-	if err := decodeJSON(jsonColumn{argv, &p.Argv}, jsonColumn{cands, &p.Candidates},
-		jsonColumn{flags, &p.Flags}); err != nil {
+	if err := decodeJSON(jsonColumn{argv, &p.Argv}); err != nil {
+		return join.Process{}, 0, fmt.Errorf("reading process %s: %w", p.ProcessID, err)
+	}
+	if err := readProcessDetail(detail, &p); err != nil {
 		return join.Process{}, 0, fmt.Errorf("reading process %s: %w", p.ProcessID, err)
 	}
 	store.FillProcess(&p) // an empty list is stored as NULL

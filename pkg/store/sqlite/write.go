@@ -39,24 +39,18 @@ RETURNING id`
 // cut the per-statement cost that dominates a batch.
 const (
 	processRowsPerStmt = 32
-	processColumns     = 26
+	processColumns     = 15
 	upsertProcessHead  = `INSERT INTO processes (
-	process_id, parent_process_id, pid, ppid, uid, filename, command_id, container_id, pod_uid,
-	namespace, pod, container, start, exit_time, exit_code, audit_id, claimed_audit_id, attribution,
-	confidence, candidates, source, flags, session_root_id, exec_time, argv_truncated, spo_request_uid
+	process_id, command_id, filename, namespace, pod, container, start, exec_time, exit_time, exit_code,
+	audit_id, claimed_audit_id, spo_request_uid, attribution, detail
 ) VALUES `
 	upsertProcessTail = `
 ON CONFLICT (process_id) DO UPDATE SET
-	parent_process_id = excluded.parent_process_id, pid = excluded.pid, ppid = excluded.ppid,
-	uid = excluded.uid, filename = excluded.filename, command_id = excluded.command_id,
-	container_id = excluded.container_id,
-	pod_uid = excluded.pod_uid, namespace = excluded.namespace, pod = excluded.pod,
-	container = excluded.container, start = excluded.start, exit_time = excluded.exit_time,
-	exit_code = excluded.exit_code, audit_id = excluded.audit_id,
-	claimed_audit_id = excluded.claimed_audit_id, attribution = excluded.attribution,
-	confidence = excluded.confidence, candidates = excluded.candidates, source = excluded.source,
-	flags = excluded.flags, session_root_id = excluded.session_root_id, exec_time = excluded.exec_time,
-	argv_truncated = excluded.argv_truncated, spo_request_uid = excluded.spo_request_uid`
+	command_id = excluded.command_id, filename = excluded.filename, namespace = excluded.namespace,
+	pod = excluded.pod, container = excluded.container, start = excluded.start,
+	exec_time = excluded.exec_time, exit_time = excluded.exit_time, exit_code = excluded.exit_code,
+	audit_id = excluded.audit_id, claimed_audit_id = excluded.claimed_audit_id,
+	spo_request_uid = excluded.spo_request_uid, attribution = excluded.attribution, detail = excluded.detail`
 )
 
 // upsertProcessSQLs[n] is the process upsert of n rows, 1 to
@@ -358,15 +352,16 @@ func appendProcessArgs(args []any, p *join.Process, command int64) ([]any, error
 	if p.ExitCode != nil {
 		exitCode = int64(*p.ExitCode)
 	}
-	var e encoder
-	args = append(args,
-		p.ProcessID, p.ParentProcessID, int64(p.PID), int64(p.PPID), int64(p.UID), p.Filename, command,
-		p.ContainerID, p.PodUID, p.Namespace, p.Pod, p.Container,
-		nanos(p.Start), nullNanos(p.Exit), exitCode, p.AuditID, p.ClaimedAuditID, string(p.Attribution),
-		p.Confidence, e.json(p.Candidates), string(p.Source), e.json(p.Flags), p.SessionRootID,
-		nanos(p.ExecTime), p.ArgvTruncated, p.SPOExecRequestUID,
-	)
-	return args, e.err
+	var scratch [384]byte
+	detail, err := processDetailJSON(scratch[:0], p)
+	if err != nil {
+		return args, err
+	}
+	return append(args,
+		p.ProcessID, command, p.Filename, p.Namespace, p.Pod, p.Container,
+		nanos(p.Start), nanos(p.ExecTime), nullNanos(p.Exit), exitCode,
+		p.AuditID, p.ClaimedAuditID, p.SPOExecRequestUID, string(p.Attribution), string(detail),
+	), nil
 }
 
 func writeAuditRecords(ctx context.Context, ts *txStmts, recs []store.AuditRecord) error {
