@@ -74,7 +74,7 @@ func processesListing(f store.ProcessFilter, broad bool, cmds commandMatch) list
 		// Only the part of processes_start where those commands ran.
 		w.add("p.start BETWEEN ? AND ?", cmds.first, cmds.last)
 		if cmds.all {
-			w.add("p.command_id IN (SELECT id FROM commands WHERE instr(line, ?) > 0)", f.Command)
+			w.add("p.command_id IN (SELECT id FROM commands WHERE "+holdsBytes("line")+")", f.Command)
 		} else {
 			w.add("p.command_id IN ("+strings.TrimSuffix(strings.Repeat("?,", len(cmds.ids)), ",")+")", cmds.ids...)
 		}
@@ -115,7 +115,7 @@ func (s *Store) matchCommands(ctx context.Context, sub string) (commandMatch, er
 	if sub == "" {
 		return m, nil
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT id, first_start, last_start FROM commands WHERE instr(line, ?) > 0`, sub)
+	rows, err := s.r.QueryContext(ctx, `SELECT id, first_start, last_start FROM commands WHERE `+holdsBytes("line"), sub)
 	if err != nil {
 		return m, fmt.Errorf("searching command lines: %w", err)
 	}
@@ -141,6 +141,13 @@ func (s *Store) matchCommands(ctx context.Context, sub string) (commandMatch, er
 		return m, fmt.Errorf("searching command lines: %w", err)
 	}
 	return m, nil
+}
+
+// holdsBytes is the condition that col holds the bound substring, byte for
+// byte: instr on text steps a character at a time, and would never find a
+// substring that begins inside a character.
+func holdsBytes(col string) string {
+	return "instr(CAST(" + col + " AS BLOB), CAST(? AS BLOB)) > 0"
 }
 
 func scanProcess(sc scanner) (join.Process, int64, error) {

@@ -63,7 +63,7 @@ func sessionsListing(f store.SessionFilter, cmds commandMatch) listing {
 		// Only the part of the time index where those commands were asked
 		// for; the row's own line decides.
 		w.add(l.timeCol+" BETWEEN ? AND ?", cmds.first, cmds.last)
-		w.add("instr(s.command_line, ?) > 0", f.Command)
+		w.add(holdsBytes("s.command_line"), f.Command)
 	}
 	w.window(l.timeCol, f.Since, f.Until)
 	return l
