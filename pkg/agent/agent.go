@@ -118,17 +118,20 @@ type durableSink interface {
 
 // Agent runs the pipeline.
 type Agent struct {
-	cfg     Config
-	log     zerolog.Logger
-	joiner  *join.Joiner
-	merger  *auditlog.Merger
-	meta    Resolver
-	sink    Sink
-	procs   chan []procItem // bursts; pointers: a full-size buffer would be held even when idle
-	audit   chan auditBatch
-	now     func() time.Time
-	events  *prometheus.CounterVec
-	latency prometheus.Histogram
+	cfg    Config
+	log    zerolog.Logger
+	joiner *join.Joiner
+	merger *auditlog.Merger
+	meta   Resolver
+	sink   Sink
+	procs  chan []procItem // bursts; pointers: a full-size buffer would be held even when idle
+	audit  chan auditBatch
+	now    func() time.Time
+	events *prometheus.CounterVec
+	// execs and exits are events' two per-exec children, looked up once:
+	// a label lookup hashes its values on every exec.
+	execs, exits prometheus.Counter
+	latency      prometheus.Histogram
 
 	auditBytes atomic.Int64 // estimated heap of the queued audit batches
 
@@ -169,6 +172,7 @@ func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus
 		alertFailures: f.NewCounter(prometheus.CounterOpts{Name: "correlator_agent_alert_submit_failures_total",
 			Help: "Alert batches the agent could not hand to the delivery spools (they stay in the store)."}),
 	}
+	a.execs, a.exits = a.events.WithLabelValues("exec"), a.events.WithLabelValues("exit")
 	for _, o := range opts {
 		o(a)
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -107,6 +108,9 @@ func TestPipelineBothOrders(t *testing.T) {
 			cancel()
 			<-done
 			w.Close()
+			if n := promtestutil.ToFloat64(a.events.WithLabelValues("exec")); n != 2 {
+				t.Errorf("%v exec events counted, want 2", n)
+			}
 			if d, err = st.GetSession(context.Background(), id); err != nil {
 				t.Fatal(err)
 			}

@@ -96,12 +96,12 @@ func (a *Agent) handleProcesses(ctx context.Context, first []procItem) {
 // hold (handleProcesses).
 func (a *Agent) handleProcess(ctx context.Context, now time.Time, it procItem) {
 	if it.exit != nil {
-		a.events.WithLabelValues("exit").Inc()
+		a.exits.Inc()
 		a.joiner.AddExit(now, *it.exit)
 		return
 	}
 	if ev := it.exec; ev.Kind == capture.KindExec {
-		a.events.WithLabelValues("exec").Inc()
+		a.execs.Inc()
 		var info meta.Info
 		if a.meta != nil && (ev.ContainerID != "" || ev.PodUID != "") {
 			var err error

@@ -17,6 +17,7 @@ type Collector struct {
 	skipped      *prometheus.Desc
 	decodeErrors prometheus.Counter
 	events       *prometheus.CounterVec
+	execs, exits prometheus.Counter // events' children
 	unread       *prometheus.Desc
 	windowDrops  *prometheus.Desc
 	orphaned     *prometheus.Desc
@@ -27,7 +28,7 @@ type Collector struct {
 // NewCollector returns the probe's metrics. Register it on the agent's
 // registry; count decoded events with Observe and bad frames with BadFrame.
 func NewCollector(p *Probe) *Collector {
-	return &Collector{
+	c := &Collector{
 		p: p,
 		drops: prometheus.NewDesc("correlator_capture_ringbuf_drops_total",
 			"Events lost because the kernel ring buffer was full.", nil, nil),
@@ -61,10 +62,22 @@ func NewCollector(p *Probe) *Collector {
 			Help: "Process events decoded, by kind.",
 		}, []string{"kind"}),
 	}
+	c.execs, c.exits = c.events.WithLabelValues(string(KindExec)), c.events.WithLabelValues(string(KindExit))
+	return c
 }
 
-// Observe counts one decoded event.
-func (c *Collector) Observe(ev Event) { c.events.WithLabelValues(string(ev.Kind)).Inc() }
+// Observe counts one decoded event. The exec and exit children are looked
+// up once: a label lookup hashes its values on every event.
+func (c *Collector) Observe(ev Event) {
+	switch ev.Kind {
+	case KindExec:
+		c.execs.Inc()
+	case KindExit:
+		c.exits.Inc()
+	default:
+		c.events.WithLabelValues(string(ev.Kind)).Inc()
+	}
+}
 
 // BadFrame counts one frame that did not decode.
 func (c *Collector) BadFrame(error) { c.decodeErrors.Inc() }
