@@ -3,13 +3,13 @@ package agent
 import (
 	"context"
 	"fmt"
-	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
 	"github.com/execid/correlator/internal/testutil"

@@ -43,7 +43,7 @@ func TestCommandSearchBytes(t *testing.T) {
 		sessions = append(sessions, ss)
 	}
 	mustUpsert(t, s, sessions, procs)
-	found := 0
+	found, foundS := 0, 0
 	for range 400 {
 		line := lines[procs[rng.IntN(len(procs))].ProcessID]
 		if rng.IntN(4) == 0 {
@@ -76,8 +76,11 @@ func TestCommandSearchBytes(t *testing.T) {
 		if len(want) > 0 {
 			found++
 		}
+		if len(wantS) > 0 {
+			foundS++
+		}
 	}
-	if found < 300 {
-		t.Fatalf("%d searches of 400 found something: the test lost its positive control", found)
+	if found < 300 || foundS < 50 {
+		t.Fatalf("%d searches of 400 found a process, %d a session: the test lost its positive control", found, foundS)
 	}
 }

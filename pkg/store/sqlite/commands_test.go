@@ -39,13 +39,7 @@ func commandRows(t *testing.T, s *Store) map[string][2]int64 {
 // argvOf reads back process id's argv through the listing.
 func argvOf(t *testing.T, s *Store, id string) []string {
 	t.Helper()
-	for _, p := range allProcesses(t, s, store.ProcessFilter{}) {
-		if p.ProcessID == id {
-			return p.Argv
-		}
-	}
-	t.Fatalf("process %s not stored", id)
-	return nil
+	return processByID(t, s, id).Argv
 }
 
 func allProcesses(t *testing.T, s *Store, f store.ProcessFilter) []join.Process {

@@ -132,7 +132,7 @@ func oldProcessArgs(p *join.Process, command any) []any {
 func insertOldProcesses(t *testing.T, db *sql.DB, ps ...join.Process) {
 	t.Helper()
 	head := strings.Replace(upsertProcessHeadV7, "command_id,", "argv, argv_line,", 1)
-	row := "(" + strings.Repeat("?,", 26) + "?)"
+	row := "(" + placeholders(27) + ")" // command_id's place holds two
 	for _, p := range ps {
 		args := oldProcessArgs(&p, nil)
 		// args[6] is command_id: the argv's JSON (NULL when empty) and line go there.
