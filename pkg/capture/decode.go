@@ -41,6 +41,11 @@ type correlatorEventHeader = struct {
 type Decoder struct {
 	keys     []string
 	bootTime time.Time
+	// What events repeat, rendered once (intern.go); the probe's single
+	// reader owns them, so a Decoder is not safe for concurrent use.
+	strs         interner
+	cgroups      cgroups
+	parent, root keyCache
 }
 
 // NewDecoder returns a Decoder for the configured keys (keys[0] is the
@@ -153,11 +158,11 @@ func (d *Decoder) exec(r *correlatorExecEvent, t *tail) (Event, bool) {
 		Kind: KindExec,
 		Exec: Exec{
 			ProcessID:       ProcessKey(r.Tgid, r.StartNs),
-			ParentProcessID: ProcessKey(r.Ppid, r.ParentStartNs),
+			ParentProcessID: d.parent.get(r.Ppid, r.ParentStartNs),
 			PID:             r.Tgid,
 			PPID:            r.Ppid,
 			UID:             r.Uid,
-			Filename:        cString(filename),
+			Filename:        d.strs.get(cBytes(filename)),
 			Argv:            splitArgv(argv, truncated),
 			ArgvTruncated:   truncated,
 		},
@@ -169,10 +174,10 @@ func (d *Decoder) exec(r *correlatorExecEvent, t *tail) (Event, bool) {
 		StartBootNs:   r.StartNs,
 		ParentStartNs: r.ParentStartNs,
 	}
-	ev.Cgroup = joinCgroup(cString(cgParent), cString(cg))
-	ev.ContainerID, ev.PodUID = ParseCgroupPath(ev.Cgroup)
+	cgi := d.cgroups.get(cgParent, cg)
+	ev.Cgroup, ev.ContainerID, ev.PodUID = cgi.path, cgi.containerID, cgi.podUID
 	if r.RootTgid != 0 {
-		ev.SessionRootID = ProcessKey(r.RootTgid, r.RootStartNs)
+		ev.SessionRootID = d.root.get(r.RootTgid, r.RootStartNs)
 	}
 	d.applyKeys(&ev, &ids, &claimed)
 	ev.Flags = append(ev.Flags, eventFlags(r.Flags)...)
@@ -197,8 +202,8 @@ func (d *Decoder) exit(r *correlatorExitEvent, t *tail) (Event, bool) {
 		CgroupID:    r.CgroupId,
 		StartBootNs: r.StartNs,
 	}
-	ev.Cgroup = joinCgroup(cString(cgParent), cString(cg))
-	ev.ContainerID, ev.PodUID = ParseCgroupPath(ev.Cgroup)
+	cgi := d.cgroups.get(cgParent, cg)
+	ev.Cgroup, ev.ContainerID, ev.PodUID = cgi.path, cgi.containerID, cgi.podUID
 	status := int(r.ExitCode)
 	code := (status >> 8) & 0xff
 	if sig := status & 0x7f; sig != 0 {
@@ -223,7 +228,7 @@ func (d *Decoder) applyKeys(ev *Event, ids, claimed *[maxKeySlots]slot) {
 		if claimed != nil {
 			cl = &claimed[k]
 		}
-		kv := slotValue(&ids[k], cl)
+		kv := d.slotValue(&ids[k], cl)
 		if k == 0 {
 			ev.AuditID, ev.ClaimedAuditID, ev.Source = kv.Value, kv.Claimed, kv.Source
 			ev.Flags = append(ev.Flags, kv.Flags...)
@@ -239,16 +244,16 @@ func (d *Decoder) applyKeys(ev *Event, ids, claimed *[maxKeySlots]slot) {
 	}
 }
 
-func slotValue(id, claimed *slot) KeyValue {
+func (d *Decoder) slotValue(id, claimed *slot) KeyValue {
 	var kv KeyValue
 	present := id.present && id.source != uint8(correlatorIdSourceID_SOURCE_NONE)
 	if present {
-		kv.Value = string(id.value)
+		kv.Value = d.strs.get(id.value)
 		kv.Source = sourceName(id.source)
 	}
 	f := id.flags
 	if claimed != nil && claimed.present && claimed.source != uint8(correlatorIdSourceID_SOURCE_NONE) {
-		kv.Claimed = string(claimed.value)
+		kv.Claimed = d.strs.get(claimed.value)
 		f |= claimed.flags & uint32(correlatorKeyFlagKEY_FLAG_ID_TRUNCATED)
 	}
 	kv.Flags = keyFlags(f)
@@ -349,11 +354,14 @@ func joinCgroup(parent, leaf string) string {
 }
 
 // cString is a kernel string up to its first NUL.
-func cString(s []byte) string {
+func cString(s []byte) string { return string(cBytes(s)) }
+
+// cBytes is s up to its first NUL.
+func cBytes(s []byte) []byte {
 	if i := bytes.IndexByte(s, 0); i >= 0 {
-		s = s[:i]
+		return s[:i]
 	}
-	return string(s)
+	return s
 }
 
 // splitArgv splits the NUL-separated argv block. Every argument ends in
@@ -366,10 +374,13 @@ func splitArgv(s []byte, truncated bool) []string {
 	if !truncated && s[len(s)-1] == 0 {
 		s = s[:len(s)-1]
 	}
-	parts := bytes.Split(s, []byte{0})
-	out := make([]string, len(parts))
-	for i, p := range parts {
-		out[i] = string(p)
+	out := make([]string, 0, bytes.Count(s, []byte{0})+1)
+	for {
+		i := bytes.IndexByte(s, 0)
+		if i < 0 {
+			return append(out, string(s))
+		}
+		out = append(out, string(s[:i]))
+		s = s[i+1:]
 	}
-	return out
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -144,6 +145,11 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("error %v came with a non-zero event %+v", err, ev)
 			}
 			return
+		}
+		// The decoder's intern tables (warm from every earlier input)
+		// change nothing: a fresh decoder reads the frame alike.
+		if fresh, _ := NewDecoder(fxKeys, fxBootTime).Decode(b); !reflect.DeepEqual(ev, fresh) {
+			t.Fatalf("a warm decoder read\n%+v\nwhere a fresh one reads\n%+v", ev, fresh)
 		}
 		// A decoded frame round-trips its fixed fields: read them again
 		// through encoding/binary, independently of the decoder. The tail

@@ -344,10 +344,13 @@ func (j *Joiner) settle() {
 			j.queued, j.work = map[string]struct{}{}, nil
 		}
 	}(budget)
-	for len(j.work) > 0 && budget > 0 {
+	// The queue is read by index and emptied at the end, not sliced from
+	// its front: that kept shrinking its capacity, and every settle
+	// allocated it again.
+	next := 0
+	for ; next < len(j.work) && budget > 0; next++ {
 		budget--
-		id := j.work[0]
-		j.work = j.work[1:]
+		id := j.work[next]
 		delete(j.queued, id)
 		p := j.procs.get(id)
 		if p == nil {
@@ -367,11 +370,12 @@ func (j *Joiner) settle() {
 			j.enqueue(d.in.ProcessID)
 		}
 	}
-	if len(j.work) > 0 {
-		j.log.Warn().Int("left", len(j.work)).Msg("settling attribution hit its budget")
+	if left := len(j.work) - next; left > 0 {
+		j.log.Warn().Int("left", left).Msg("settling attribution hit its budget")
 		clear(j.queued)
-		j.work = j.work[:0]
 	}
+	clear(j.work) // drop the IDs it held
+	j.work = j.work[:0]
 }
 
 // flush turns everything changed since the last call into Updates.

@@ -258,7 +258,7 @@ func writeProcesses(ctx context.Context, ts *txStmts, cmds *txCommands, procs []
 	if len(procs) == 0 {
 		return nil
 	}
-	args := make([]any, 0, processRowsPerStmt*processColumns)
+	var pa processArgs
 	var ids []int64
 	insert := true
 	for lo := 0; lo < len(procs); lo += processRowsPerStmt {
@@ -267,12 +267,13 @@ func writeProcesses(ctx context.Context, ts *txStmts, cmds *txCommands, procs []
 		if ids, err = cmds.ids(ctx, len(chunk), processArgvs(chunk), ids); err != nil {
 			return err
 		}
-		args = args[:0]
+		pa.args = pa.args[:0]
 		for i := range chunk {
-			if args, err = appendProcessArgs(args, &chunk[i], ids[i]); err != nil {
+			if err = pa.add(&chunk[i], ids[i]); err != nil {
 				return fmt.Errorf("encoding process %s: %w", chunk[i].ProcessID, err)
 			}
 		}
+		args := pa.args
 		if insert {
 			// Most rows are new (a process's first row): insert them, and
 			// upsert from the first chunk holding a stored one on. A
@@ -338,30 +339,6 @@ func writeExits(ctx context.Context, ts *txStmts, cmds *txCommands, exits []join
 		}
 	}
 	return writeProcesses(ctx, ts, cmds, missing)
-}
-
-// appendProcessArgs appends p's processColumns values to args. Each is of
-// a type database/sql passes as is (int64, string, ...): another (uint32,
-// int, a named string type) goes through its reflection converter, one
-// allocation a value.
-func appendProcessArgs(args []any, p *join.Process, command int64) ([]any, error) {
-	if p.ProcessID == "" {
-		return args, fmt.Errorf("checking process: empty process ID")
-	}
-	var exitCode any
-	if p.ExitCode != nil {
-		exitCode = int64(*p.ExitCode)
-	}
-	var scratch [384]byte
-	detail, err := processDetailJSON(scratch[:0], p)
-	if err != nil {
-		return args, err
-	}
-	return append(args,
-		p.ProcessID, command, p.Filename, p.Namespace, p.Pod, p.Container,
-		nanos(p.Start), nanos(p.ExecTime), nullNanos(p.Exit), exitCode,
-		p.AuditID, p.ClaimedAuditID, p.SPOExecRequestUID, string(p.Attribution), string(detail),
-	), nil
 }
 
 func writeAuditRecords(ctx context.Context, ts *txStmts, recs []store.AuditRecord) error {
