@@ -19,6 +19,7 @@ import (
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 const (
@@ -88,27 +89,38 @@ func checkCrashFile(t *testing.T, path string, lastCommitted int) int {
 	if res, err := s.IntegrityCheck(ctx); err != nil || res != "ok" {
 		t.Fatalf("integrity_check = %q, %v", res, err)
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT k, count(*), (SELECT count(*) FROM sessions s
-		WHERE s.audit_id = 'batch-' || k) FROM (SELECT coalesce(detail ->> 'pid', 0) AS k FROM processes) GROUP BY k`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
+	// Read as a responder would: every stored session holds its whole
+	// batch, half of it in runs (exited), half in rows (running).
 	batches := map[int]bool{}
-	for rows.Next() {
-		var k, n, sessions int
-		if err := rows.Scan(&k, &n, &sessions); err != nil {
+	var procs int
+	for _, ss := range allSessions(t, s, store.SessionFilter{}) {
+		k, err := strconv.Atoi(strings.TrimPrefix(ss.AuditID, "batch-"))
+		if err != nil {
+			t.Fatalf("session %s is no batch's", ss.AuditID)
+		}
+		d, err := s.GetSession(ctx, ss.AuditID)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if n != crashRows || sessions != 1 {
-			t.Errorf("batch %d is torn: %d of %d processes, %d sessions", k, n, crashRows, sessions)
+		exited := 0
+		for _, p := range d.Processes {
+			if !p.Exit.IsZero() {
+				exited++
+			}
+		}
+		if len(d.Processes) != crashRows || exited != crashRows/2 || ss.ProcessCount != crashRows {
+			t.Errorf("batch %d is torn: %d of %d processes (%d exited, count %d)", k, len(d.Processes), crashRows,
+				exited, ss.ProcessCount)
 		}
 		batches[k] = true
+		procs += len(d.Processes)
 	}
-	var sessions int
-	s.r.QueryRow("SELECT count(*) FROM sessions").Scan(&sessions)
-	if sessions != len(batches) {
-		t.Errorf("%d sessions for %d batches", sessions, len(batches))
+	if all := len(allProcesses(t, s, store.ProcessFilter{})); all != procs {
+		t.Errorf("%d processes listed, %d in the batches' sessions", all, procs)
+	}
+	var runs int
+	if err := s.r.QueryRow("SELECT count(*) FROM process_runs").Scan(&runs); err != nil || len(batches) > 0 && runs == 0 {
+		t.Errorf("%d runs stored (%v): the exited processes are not in runs", runs, err)
 	}
 	for k := 0; k <= lastCommitted; k++ {
 		if !batches[k] {
@@ -127,7 +139,15 @@ func crashChild(path string) {
 		os.Exit(2)
 	}
 	next := 0
-	s.r.QueryRow("SELECT coalesce(max(pid) + 1, 0) FROM processes").Scan(&next)
+	var stored int
+	var last int64 // session(k) is received k minutes after base
+	if err := s.r.QueryRow("SELECT count(*), coalesce(max(request_received), 0) FROM sessions").Scan(&stored, &last); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if stored > 0 {
+		next = int(time.Duration(last-base.UnixNano())/time.Minute) + 1
+	}
 	w := store.NewWriter(s, 2*crashRows, 2*time.Millisecond, store.WithCommitHook(func(b store.Batch, err error) {
 		if err == nil && len(b.Sessions) > 0 {
 			fmt.Printf("committed %s\n", strings.TrimPrefix(b.Sessions[len(b.Sessions)-1].AuditID, "batch-"))
@@ -140,6 +160,9 @@ func crashChild(path string) {
 		for i := range procs {
 			procs[i] = process(fmt.Sprintf("b%d-%d", k, i), ss.AuditID, i)
 			procs[i].PID, procs[i].PPID = uint32(k), uint32(i)
+			if i%2 == 0 { // settled: stored in a run
+				procs[i].Attribution, procs[i].Exit, procs[i].ExitCode = vocab.AttributionInherited, procs[i].Start.Add(time.Second), ptr(0)
+			}
 		}
 		if err := w.Add(context.Background(), store.Batch{Sessions: []join.Session{ss}, Processes: procs}); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -146,6 +147,9 @@ func insertOldProcesses(t *testing.T, db *sql.DB, ps ...join.Process) {
 func createOldSchema(t *testing.T, db *sql.DB, version int, edit func(string) string) {
 	t.Helper()
 	for _, stmt := range schemaV1 {
+		if version < 9 && slices.Contains(runTables, stmt) {
+			continue
+		}
 		if version < 8 && stmt == processesTable[0] {
 			stmt = processesTableV7
 		}

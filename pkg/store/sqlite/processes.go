@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/execid/correlator/pkg/join"
@@ -32,10 +33,69 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 	if err != nil || none {
 		return []join.Process{}, "", err // an empty page, as list gives, not nil (JSON null)
 	}
-	return list(ctx, s, "processes", processesListing(f, broad, cmds), f.Cursor, f.Limit, func(sc scanner) (join.Process, cursor, error) {
-		p, id, err := scanProcess(sc)
-		return p, cursor{t: nanos(p.Start), id: id}, err
-	})
+	cur, hasCur, err := parseCursor(f.Cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	limit := store.PageLimit(f.Limit, s.cfg.DefaultLimit, s.cfg.MaxLimit)
+	// One snapshot: a commit moving a process out of a run between the
+	// two reads would show it twice, or not at all.
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, "", fmt.Errorf("beginning process read: %w", err)
+	}
+	defer tx.Rollback()
+	// The newest limit+1 of each store, merged: the extra one says
+	// whether a next page exists.
+	page, err := processRows(ctx, tx, processesListing(f, broad, cmds), f.Cursor, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	if rs := processRunSearch(f, broad, cmds, cur, hasCur); rs != nil {
+		runs, err := runProcesses(ctx, tx, rs, limit+1)
+		if err != nil {
+			return nil, "", err
+		}
+		page = append(page, runs...)
+		slices.SortFunc(page, newestFirst)
+	}
+	next := ""
+	if len(page) > limit {
+		page, next = page[:limit], page[limit-1].pos.String()
+	}
+	if err := fillArgvs(ctx, tx, page); err != nil {
+		return nil, "", err
+	}
+	out := make([]join.Process, len(page))
+	for i := range page {
+		out[i] = page[i].p
+	}
+	return out, next, nil
+}
+
+// processRows reads up to limit+1 processes rows of l after cursor c.
+func processRows(ctx context.Context, q queryer, l listing, c string, limit int) ([]listed, error) {
+	query, args, err := l.query(c, limit)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("querying processes: %w", err)
+	}
+	defer rows.Close()
+	var out []listed
+	for rows.Next() {
+		p, id, err := scanProcess(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, listed{p: p, pos: cursor{t: nanos(p.Start), id: id}})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading processes: %w", err)
+	}
+	return out, nil
 }
 
 // processesListing is ListProcesses' query. A user or group filter
@@ -93,6 +153,7 @@ type commandMatch struct {
 	ids         []any
 	all         bool
 	first, last int64
+	set         map[int64]bool // every id, for the runs' processes
 }
 
 // commandFilter matches sub (matchCommands); none reports that a listing
@@ -131,6 +192,10 @@ func (s *Store) matchCommands(ctx context.Context, sub string) (commandMatch, er
 		if len(m.ids) == 0 || last > m.last {
 			m.last = last
 		}
+		if m.set == nil {
+			m.set = map[int64]bool{}
+		}
+		m.set[id] = true
 		if len(m.ids) < maxCommandIDs {
 			m.ids = append(m.ids, id)
 		} else {
@@ -189,8 +254,10 @@ func (s *Store) broadSessionFilter(ctx context.Context, f store.ProcessFilter) (
 		return false, nil
 	}
 	var sessions, procs int64
+	// P counts what a sort would hold: a processes row, or a run.
 	if err := s.r.QueryRowContext(ctx, `SELECT coalesce((SELECT max(id) FROM sessions), 0),
-		coalesce((SELECT max(id) FROM processes), 0)`).Scan(&sessions, &procs); err != nil {
+		coalesce((SELECT max(id) FROM processes), 0) + coalesce((SELECT max(id) FROM process_runs), 0)`).
+		Scan(&sessions, &procs); err != nil {
 		return false, fmt.Errorf("sizing the store for a user or group filter: %w", err)
 	}
 	if sessions == 0 || procs == 0 {

@@ -38,6 +38,9 @@ func (s *Store) DeleteOlderThan(ctx context.Context, t time.Time) (store.Deleted
 	if err := s.deleteProcesses(ctx, cut, &d); err != nil {
 		return d, fmt.Errorf("deleting processes that exited before %s: %w", t.Format(time.RFC3339), err)
 	}
+	if err := s.deleteRunProcesses(ctx, cut, &d); err != nil {
+		return d, fmt.Errorf("deleting run processes that exited before %s: %w", t.Format(time.RFC3339), err)
+	}
 	if err := s.deleteSessions(ctx, cut, &d); err != nil {
 		return d, fmt.Errorf("deleting sessions older than %s: %w", t.Format(time.RFC3339), err)
 	}
@@ -138,12 +141,16 @@ func (s *Store) deleteProcessChunk(ctx context.Context, cut int64, after cursor)
 
 // deleteCommandsSQL picks a chunk of commands whose span ended before the
 // cut and that no process points to and no session asked for any more
-// (each looked for within the span, on its time index).
+// (each looked for within the span, on its time index). A run whose
+// processes' starts overlap the span keeps it, whether or not one ran
+// it: after deleteRunProcesses few runs start before the cut.
 const deleteCommandsSQL = `DELETE FROM commands WHERE id IN (SELECT c.id FROM commands c WHERE c.last_start < ?
 	AND NOT EXISTS (SELECT 1 FROM processes p WHERE p.start BETWEEN c.first_start AND c.last_start
 		AND p.command_id = c.id)
 	AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.request_received BETWEEN c.first_start AND c.last_start
-		AND s.command = c.argv) LIMIT ?)`
+		AND s.command = c.argv)
+	AND NOT EXISTS (SELECT 1 FROM process_runs r WHERE r.first_start <= c.last_start
+		AND r.last_start >= c.first_start) LIMIT ?)`
 
 // deleteCommands removes, a chunk per transaction, the commands rows no
 // process or session needs any more. The writer's cache forgets every row inside each
@@ -206,7 +213,8 @@ func (s *Store) deleteSessionChunk(ctx context.Context, cut int64) (sessions, re
 	defer tx.Rollback()
 	rows, err := tx.QueryContext(ctx, `SELECT s.id, s.audit_id FROM sessions s
 		WHERE coalesce(s.end_time, s.request_received) < ?
-		AND NOT EXISTS (SELECT 1 FROM processes p WHERE p.audit_id = s.audit_id) LIMIT ?`,
+		AND NOT EXISTS (SELECT 1 FROM processes p WHERE p.audit_id = s.audit_id)
+		AND NOT EXISTS (SELECT 1 FROM process_runs r WHERE r.audit_id = s.audit_id) LIMIT ?`,
 		cut, s.cfg.DeleteChunk)
 	if err != nil {
 		return 0, 0, fmt.Errorf("selecting expired sessions: %w", err)

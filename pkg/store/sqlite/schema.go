@@ -13,7 +13,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Bump it with a migration
 // step in migrate when the schema changes.
-const schemaVersion = 8
+const schemaVersion = 9
 
 // schemaV1 is the current schema, which a new file is created with (its
 // name is historical). Times are INTEGER nanoseconds since the Unix epoch,
@@ -85,7 +85,7 @@ var schemaV1 = slices.Concat([]string{
 		PRIMARY KEY (grp, request_received, session_id)
 	) WITHOUT ROWID`,
 	`CREATE INDEX session_groups_session ON session_groups (session_id)`,
-}, processesTable, []string{
+}, processesTable, runTables, []string{
 	commandsTable,
 
 	auditRecordsTable("audit_records"),
@@ -260,6 +260,9 @@ var migrations = map[int]migration{
 		`DROP TABLE processes`,
 		`ALTER TABLE processes_v8 RENAME TO processes`,
 	}, processesTable[1:])...),
+	// Version 9 stores a transaction's settled processes of one session
+	// in one run (runs.go). The rows written before stay rows.
+	8: statements(runTables...),
 }
 
 func statements(stmts ...string) migration {

@@ -5,20 +5,25 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 )
 
 // sessionCols selects a session row and its process aggregates, which the
-// processes_audit index answers without touching the process rows.
+// processes_audit and process_runs_audit indexes answer without touching
+// the process rows (a run's count and bounds are its columns).
 const sessionCols = `s.id, s.audit_id, s.username, s.uid, s.groups, s.extra, s.impersonated,
 	s.source_ips, s.user_agent, s.namespace, s.pod, s.container, s.command, s.verb, s.subresource,
 	s.code, s.decision, s.reason, s.request_received, s.end_time, s.stages, s.flags, s.updated_at,
 	s.env, s.stdin, s.tty, s.ports, s.request_uri, s.annotations, s.spo_request_uid, s.conflicts,
-	(SELECT count(*) FROM processes p WHERE p.audit_id = s.audit_id),
-	(SELECT min(p.start) FROM processes p WHERE p.audit_id = s.audit_id),
-	(SELECT max(p.start) FROM processes p WHERE p.audit_id = s.audit_id)`
+	(SELECT count(*) FROM processes p WHERE p.audit_id = s.audit_id) +
+		(SELECT coalesce(sum(r.n), 0) FROM process_runs r WHERE r.audit_id = s.audit_id),
+	(SELECT min(v) FROM (SELECT min(p.start) AS v FROM processes p WHERE p.audit_id = s.audit_id
+		UNION ALL SELECT min(r.first_start) FROM process_runs r WHERE r.audit_id = s.audit_id)),
+	(SELECT max(v) FROM (SELECT max(p.start) AS v FROM processes p WHERE p.audit_id = s.audit_id
+		UNION ALL SELECT max(r.last_start) FROM process_runs r WHERE r.audit_id = s.audit_id))`
 
 // ListSessions returns one page of sessions matching f, newest
 // RequestReceived first, and the cursor of the next page ("" after the
@@ -113,26 +118,39 @@ func sessionProcessesSQL(col string) string {
 // (audit_id or claimed_audit_id) is auditID, oldest first, and whether
 // there were more.
 func (s *Store) sessionProcesses(ctx context.Context, tx *sql.Tx, col, auditID string) ([]join.Process, bool, error) {
-	rows, err := tx.QueryContext(ctx, sessionProcessesSQL(col), auditID, s.cfg.SessionProcessLimit+1)
+	limit := s.cfg.SessionProcessLimit
+	rows, err := tx.QueryContext(ctx, sessionProcessesSQL(col), auditID, limit+1)
 	if err != nil {
 		return nil, false, fmt.Errorf("querying processes of session %s: %w", auditID, err)
 	}
 	defer rows.Close()
-	var out []join.Process
+	var all []listed
 	for rows.Next() {
-		p, _, err := scanProcess(rows)
+		p, id, err := scanProcess(rows)
 		if err != nil {
 			return nil, false, err
 		}
-		out = append(out, p)
+		all = append(all, listed{p: p, pos: cursor{t: nanos(p.Start), id: id}})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, false, fmt.Errorf("reading processes of session %s: %w", auditID, err)
 	}
-	if len(out) > s.cfg.SessionProcessLimit {
-		return out[:s.cfg.SessionProcessLimit], true, nil
+	runs, err := sessionRunProcesses(ctx, tx, col, auditID, limit+1)
+	if err != nil {
+		return nil, false, err
 	}
-	return out, false, nil
+	all = append(all, runs...)
+	slices.SortFunc(all, func(a, b listed) int { return newestFirst(b, a) })
+	truncated := len(all) > limit
+	all = all[:min(len(all), limit)]
+	if err := fillArgvs(ctx, tx, all); err != nil {
+		return nil, false, err
+	}
+	var out []join.Process
+	for i := range all {
+		out = append(out, all[i].p)
+	}
+	return out, truncated, nil
 }
 
 func auditRecords(ctx context.Context, tx *sql.Tx, auditID string) ([]store.AuditRecord, error) {

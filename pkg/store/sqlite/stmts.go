@@ -49,7 +49,7 @@ func (c *stmtCache) lookup(q string) *sql.Stmt {
 }
 
 // batchQueries lists the statements Write will run for b.
-func batchQueries(b store.Batch) []string {
+func (s *Store) batchQueries(b store.Batch) []string {
 	var qs []string
 	if len(b.Sessions) > 0 {
 		qs = append(qs, upsertSessionSQL)
@@ -66,6 +66,9 @@ func batchQueries(b store.Batch) []string {
 	}
 	if len(b.Sessions) > 0 || len(b.Processes) > 0 || len(b.Exits) > 0 {
 		qs = append(qs, upsertCommandSQLs[1], upsertCommandSQLs[processRowsPerStmt], spanCommandSQL)
+	}
+	if !s.noRuns && (len(b.Processes) > 0 || len(b.Exits) > 0) {
+		qs = append(qs, runQueries...)
 	}
 	if len(b.AuditRecords) > 0 {
 		qs = append(qs, upsertAuditRecordSQL)

@@ -101,6 +101,9 @@ type Store struct {
 
 	stmts    stmtCache    // write statements prepared on w
 	commands commandCache // argvs stored in commands, by the writer
+	// noRuns stores every process as a processes row (runs.go): the
+	// tests' reference, against which runs must read alike.
+	noRuns bool
 }
 
 // Open opens or creates the database at path and brings its schema up to

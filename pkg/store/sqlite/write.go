@@ -106,7 +106,7 @@ func (s *Store) Write(ctx context.Context, b store.Batch) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	if err := s.stmts.ensure(ctx, s.w, batchQueries(b)...); err != nil {
+	if err := s.stmts.ensure(ctx, s.w, s.batchQueries(b)...); err != nil {
 		return err
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
@@ -120,10 +120,10 @@ func (s *Store) Write(ctx context.Context, b store.Batch) error {
 	if err := writeSessions(ctx, ts, cmds, b.Sessions); err != nil {
 		return err
 	}
-	if err := writeProcesses(ctx, ts, cmds, b.Processes); err != nil {
+	if err := s.writeProcesses(ctx, ts, cmds, b.Processes); err != nil {
 		return err
 	}
-	if err := writeExits(ctx, ts, cmds, b.Exits); err != nil {
+	if err := s.writeExits(ctx, ts, cmds, b.Exits); err != nil {
 		return err
 	}
 	if err := cmds.flush(ctx); err != nil {
@@ -254,7 +254,8 @@ func sessionArgs(ss *join.Session, now time.Time) ([]any, error) {
 	return args, e.err
 }
 
-func writeProcesses(ctx context.Context, ts *txStmts, cmds *txCommands, procs []join.Process) error {
+// writeProcessRows upserts procs as processes rows.
+func writeProcessRows(ctx context.Context, ts *txStmts, cmds *txCommands, procs []join.Process) error {
 	if len(procs) == 0 {
 		return nil
 	}
@@ -313,7 +314,7 @@ func isConstraint(err error) bool {
 // writeExits writes each process's exit alone onto its stored row, and
 // the whole row of a process the store lacks (never written, or deleted by
 // retention since).
-func writeExits(ctx context.Context, ts *txStmts, cmds *txCommands, exits []join.Process) error {
+func (s *Store) writeExits(ctx context.Context, ts *txStmts, cmds *txCommands, exits []join.Process) error {
 	if len(exits) == 0 {
 		return nil
 	}
@@ -338,7 +339,7 @@ func writeExits(ctx context.Context, ts *txStmts, cmds *txCommands, exits []join
 			missing = append(missing, *p)
 		}
 	}
-	return writeProcesses(ctx, ts, cmds, missing)
+	return s.writeProcesses(ctx, ts, cmds, missing)
 }
 
 func writeAuditRecords(ctx context.Context, ts *txStmts, recs []store.AuditRecord) error {

@@ -1,0 +1,277 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/execid/correlator/pkg/join"
+	"github.com/execid/correlator/pkg/store"
+)
+
+// listed is a process on its way to a page, with its keyset position;
+// command is its argv's id while the argv is still to be read (runs).
+type listed struct {
+	p       join.Process
+	pos     cursor
+	command int64
+}
+
+// after orders positions newest first: a before b.
+func newestFirst(a, b listed) int {
+	return cmp.Or(cmp.Compare(b.pos.t, a.pos.t), cmp.Compare(b.pos.id, a.pos.id))
+}
+
+// queryer is a read transaction or the read pool.
+type queryer interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+// runHit is a run's process that may make a page: its line is decoded
+// only once it does.
+type runHit struct {
+	pos  cursor
+	line []byte
+	run  *runRow
+}
+
+// runSearch is what a listing asks of the runs' processes.
+type runSearch struct {
+	where   where
+	cur     cursor
+	hasCur  bool
+	since   int64 // 0: none
+	until   int64 // 0: none
+	command map[int64]bool
+}
+
+// runProcesses returns the need newest processes of runs matching rs,
+// newest first. Runs are read newest last_start first; a run whose
+// last_start is older than the need-th process found holds none newer.
+//
+// The runs are ordered by their ids and last starts alone (a filter
+// through a side table sorts its matches), and a run's body is read only
+// when its turn comes.
+func runProcesses(ctx context.Context, tx *sql.Tx, rs *runSearch, need int) ([]listed, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT r.id, r.last_start FROM process_runs r`+rs.where.String()+
+		` ORDER BY r.last_start DESC, r.id DESC`, rs.where.args...)
+	if err != nil {
+		return nil, fmt.Errorf("querying process runs: %w", err)
+	}
+	defer rows.Close()
+	get, err := tx.PrepareContext(ctx, `SELECT `+runCols+`, body FROM process_runs WHERE id = ?`)
+	if err != nil {
+		return nil, fmt.Errorf("preparing run read: %w", err)
+	}
+	defer get.Close()
+	var best []runHit
+	for rows.Next() {
+		r := &runRow{}
+		var last int64
+		if err := rows.Scan(&r.id, &last); err != nil {
+			return nil, fmt.Errorf("reading process run: %w", err)
+		}
+		if len(best) == need && last < best[need-1].pos.t {
+			break
+		}
+		var body []byte
+		if err := get.QueryRowContext(ctx, r.id).Scan(append(r.key.scanArgs(), &body)...); err != nil {
+			return nil, fmt.Errorf("reading run %d: %w", r.id, err)
+		}
+		var bad error
+		err := eachLineNewest(body, func(line []byte) bool {
+			start, command, seq, ok := entryHead(line)
+			if !ok {
+				bad = fmt.Errorf("reading run %d: a line without its head", r.id)
+				return false
+			}
+			if len(best) == need && start < best[need-1].pos.t || rs.since != 0 && start < rs.since {
+				return false // the lines left started earlier still
+			}
+			h := runHit{pos: cursor{t: start, id: entryID(r.id, seq)}, line: line, run: r}
+			if !rs.wants(h.pos, command) {
+				return true
+			}
+			i, _ := slices.BinarySearchFunc(best, h, func(a, b runHit) int {
+				return newestFirst(listed{pos: a.pos}, listed{pos: b.pos})
+			})
+			if i < need {
+				best = slices.Insert(best, i, h)[:min(len(best)+1, need)]
+			}
+			return true
+		})
+		if err = cmp.Or(bad, err); err != nil {
+			return nil, fmt.Errorf("reading run %d: %w", r.id, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading process runs: %w", err)
+	}
+	return decodeHits(best)
+}
+
+// wants reports whether a run's process at pos, running command, passes
+// the search's window, cursor and command.
+func (rs *runSearch) wants(pos cursor, command int64) bool {
+	switch {
+	case rs.since != 0 && pos.t < rs.since, rs.until != 0 && pos.t >= rs.until:
+		return false
+	case rs.hasCur && (pos.t > rs.cur.t || pos.t == rs.cur.t && pos.id >= rs.cur.id):
+		return false
+	case rs.command != nil && !rs.command[command]:
+		return false
+	}
+	return true
+}
+
+func decodeHits(hits []runHit) ([]listed, error) {
+	out := make([]listed, 0, len(hits))
+	for _, h := range hits {
+		p, command, id, err := decodeEntry(h.line, h.run)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, listed{p: p, pos: cursor{t: nanos(p.Start), id: id}, command: command})
+	}
+	return out, nil
+}
+
+// processRunSearch is ListProcesses' search of the runs.
+//
+// A user or group filter probes process_runs_audit with the IDs of its
+// sessions and sorts the matches, unless broad (broadSessionFilter): then
+// the walk of process_runs_start in page order wins, as for the rows.
+func processRunSearch(f store.ProcessFilter, broad bool, cmds commandMatch, cur cursor, hasCur bool) *runSearch {
+	rs := &runSearch{cur: cur, hasCur: hasCur, since: nanos(f.Since), until: nanos(f.Until)}
+	w := &rs.where
+	col := "r.audit_id"
+	if broad {
+		col = "+r.audit_id"
+	}
+	if f.User != "" {
+		w.add(col+` IN (SELECT u.audit_id FROM session_users u WHERE u.username = ?)`, f.User)
+	}
+	if f.Group != "" {
+		w.add(col+` IN (SELECT g.audit_id FROM session_groups g WHERE g.grp = ?)`, f.Group)
+	}
+	w.eq("r.namespace", f.Namespace)
+	w.eq("r.pod", f.Pod)
+	w.eq("r.container", f.Container)
+	w.eq("r.audit_id", f.AuditID)
+	w.eq("r.attribution", string(f.Attribution))
+	// A run's starts span less than runSpan: a bound on first_start is
+	// one on last_start, which process_runs_start walks.
+	if f.Command != "" {
+		w.add("r.last_start >= ? AND r.last_start < ? AND r.first_start <= ?", cmds.first, satAdd(cmds.last, runSpan), cmds.last)
+		rs.command = cmds.set
+	}
+	if rs.since != 0 {
+		w.add("r.last_start >= ?", rs.since)
+	}
+	if rs.until != 0 {
+		w.add("r.last_start < ? AND r.first_start < ?", satAdd(rs.until, runSpan), rs.until)
+	}
+	if hasCur {
+		w.add("r.last_start < ? AND r.first_start <= ?", satAdd(cur.t, runSpan), cur.t)
+	}
+	return rs
+}
+
+// sessionRunProcesses returns the processes of the runs whose col
+// (audit_id or claimed_audit_id) is auditID, oldest first, at most need
+// of them.
+func sessionRunProcesses(ctx context.Context, q queryer, col, auditID string, need int) ([]listed, error) {
+	rows, err := q.QueryContext(ctx, `SELECT r.id, `+runColsOf("r")+`, r.body
+		FROM process_runs r WHERE r.`+col+` = ? AND r.`+col+` != ''`, auditID)
+	if err != nil {
+		return nil, fmt.Errorf("querying runs of session %s: %w", auditID, err)
+	}
+	defer rows.Close()
+	var hits []runHit
+	for rows.Next() {
+		r := &runRow{}
+		var body []byte
+		if err := rows.Scan(append(append([]any{&r.id}, r.key.scanArgs()...), &body)...); err != nil {
+			return nil, fmt.Errorf("reading run of session %s: %w", auditID, err)
+		}
+		lines, err := runLines(body)
+		if err != nil {
+			return nil, fmt.Errorf("reading run %d: %w", r.id, err)
+		}
+		for _, line := range lines {
+			start, _, seq, ok := entryHead(line)
+			if !ok {
+				return nil, fmt.Errorf("reading run %d: a line without its head", r.id)
+			}
+			hits = append(hits, runHit{pos: cursor{t: start, id: entryID(r.id, seq)}, line: line, run: r})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading runs of session %s: %w", auditID, err)
+	}
+	slices.SortFunc(hits, func(a, b runHit) int { return -newestFirst(listed{pos: a.pos}, listed{pos: b.pos}) })
+	return decodeHits(hits[:min(len(hits), need)])
+}
+
+// fillArgvs reads the argv of each run's process from commands.
+func fillArgvs(ctx context.Context, q queryer, ps []listed) error {
+	var ids []any
+	seen := map[int64]bool{}
+	for _, l := range ps {
+		if l.command != 0 && !seen[l.command] {
+			seen[l.command] = true
+			ids = append(ids, l.command)
+		}
+	}
+	argvs := make(map[int64][]string, len(ids))
+	for lo := 0; lo < len(ids); lo += 500 {
+		chunk := ids[lo:min(lo+500, len(ids))]
+		rows, err := q.QueryContext(ctx, `SELECT id, argv FROM commands WHERE id IN (`+
+			strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")+`)`, chunk...)
+		if err != nil {
+			return fmt.Errorf("querying commands: %w", err)
+		}
+		for rows.Next() {
+			var id int64
+			var argv sql.NullString
+			var dst []string
+			if err := rows.Scan(&id, &argv); err != nil {
+				rows.Close()
+				return fmt.Errorf("reading command: %w", err)
+			}
+			if err := decodeJSON(jsonColumn{argv, &dst}); err != nil {
+				rows.Close()
+				return fmt.Errorf("reading command %d: %w", id, err)
+			}
+			argvs[id] = dst
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("reading commands: %w", err)
+		}
+	}
+	for i := range ps {
+		if ps[i].command != 0 {
+			ps[i].p.Argv = argvs[ps[i].command]
+		}
+		store.FillProcess(&ps[i].p)
+	}
+	return nil
+}
+
+// runColsOf is runCols, each column of table alias a.
+func runColsOf(a string) string {
+	return a + "." + strings.ReplaceAll(runCols, ", ", ", "+a+".")
+}
+
+// satAdd is a+b, held at the int64 bounds (a cursor's time is a client's).
+func satAdd(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}

@@ -1,0 +1,289 @@
+package sqlite
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/execid/correlator/pkg/join"
+	"github.com/execid/correlator/pkg/vocab"
+)
+
+// A run holds, in one row, the processes of one session in one container
+// that one transaction wrote and that were settled when it did: inherited,
+// exited, carrying no other ID (version 9). They are most of a busy
+// session's processes (a build, a shell loop), and a row of their own cost
+// each of them about 8 µs of the agent's CPU, a run about 2: binding a
+// value and entering a B-tree cost modernc's SQLite about the same, and a
+// run binds ten values and enters five indexes for all of its processes.
+// process_run_keys maps each one's ID to its run, so that a later row of
+// the same process (an upsert, a late exit) takes it out of the run: a
+// process is stored once, in processes or in a run.
+//
+// The body is a JSON array, one process a line, oldest first, each under
+// the API's names but for the times (nanoseconds) and the argv (its
+// commands id): `sqlite3` reads it with json_each. Each line begins with
+// its start and command id, so that a query skips what it does not want
+// without decoding it.
+var runTables = []string{
+	`CREATE TABLE process_runs (
+		id          INTEGER PRIMARY KEY,
+		audit_id    TEXT NOT NULL,
+		namespace   TEXT NOT NULL DEFAULT '',
+		pod         TEXT NOT NULL DEFAULT '',
+		container   TEXT NOT NULL DEFAULT '',
+		attribution      TEXT NOT NULL DEFAULT '',
+		claimed_audit_id TEXT NOT NULL DEFAULT '',
+		container_id    TEXT NOT NULL DEFAULT '',
+		pod_uid         TEXT NOT NULL DEFAULT '',
+		session_root_id TEXT NOT NULL DEFAULT '',
+		first_start INTEGER NOT NULL,
+		last_start  INTEGER NOT NULL,
+		last_exit   INTEGER NOT NULL,
+		n           INTEGER NOT NULL,
+		body        TEXT NOT NULL
+	)`,
+	`CREATE INDEX process_runs_audit ON process_runs (audit_id, last_start)`,
+	`CREATE INDEX process_runs_start ON process_runs (last_start)`,
+	`CREATE INDEX process_runs_first ON process_runs (first_start)`,
+	`CREATE INDEX process_runs_namespace ON process_runs (namespace, last_start)`,
+	`CREATE INDEX process_runs_pod ON process_runs (pod, last_start)`,
+	`CREATE INDEX process_runs_container ON process_runs (container, last_start)`,
+	`CREATE INDEX process_runs_attribution ON process_runs (attribution, last_start)`,
+	`CREATE INDEX process_runs_claimed ON process_runs (claimed_audit_id) WHERE claimed_audit_id != ''`,
+	`CREATE TABLE process_run_keys (
+		process_id TEXT PRIMARY KEY,
+		run        INTEGER NOT NULL
+	) WITHOUT ROWID`,
+}
+
+// runSpan bounds the starts a run holds: its processes started within
+// one runSpan-aligned window, so a query for a time reads only the runs
+// near it (a long-lived process exiting lands in a run of its own start's
+// window, not in the newest one).
+const runSpan = int64(10 * time.Second)
+
+// maxRunEntries bounds a run; a process's place in its run (seq) is below
+// it, and its listing id is -(run*maxRunEntries + seq) - 1: a row id of
+// its own, below every processes row's, fixed for good.
+const maxRunEntries = 1024
+
+// runnable reports whether p may be stored in a run: exited (a running
+// process's row changes at its exit) and holding nothing JSON would
+// change (an invalid UTF-8 file name stays in a column, byte for byte).
+func runnable(p *join.Process) bool {
+	return !p.Exit.IsZero() && p.ExitCode != nil && p.ProcessID != "" && utf8.ValidString(p.ProcessID) &&
+		utf8.ValidString(p.Filename) && utf8.ValidString(p.SPOExecRequestUID) &&
+		!math.IsNaN(p.Confidence) && !math.IsInf(p.Confidence, 0)
+}
+
+// runKey is what a run's processes share: their session and container,
+// their attribution and claim, and the container's and pod's IDs and the
+// session root, which every line would otherwise repeat; and the window
+// of their starts (runSpan), which is no column.
+type runKey struct {
+	auditID, namespace, pod, container string
+	attribution, claimedAuditID        string
+	containerID, podUID, sessionRootID string
+	window                             int64
+}
+
+func runKeyOf(p *join.Process) runKey {
+	return runKey{p.AuditID, p.Namespace, p.Pod, p.Container, string(p.Attribution), p.ClaimedAuditID,
+		p.ContainerID, p.PodUID, p.SessionRootID, floorDiv(nanos(p.Start), runSpan)}
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// runCols are a run's key columns, in runKey's order.
+const runCols = `audit_id, namespace, pod, container, attribution, claimed_audit_id, container_id, pod_uid,
+	session_root_id`
+
+// args are the key's values, in runCols' order.
+func (k *runKey) args() []any {
+	return []any{k.auditID, k.namespace, k.pod, k.container, k.attribution, k.claimedAuditID, k.containerID,
+		k.podUID, k.sessionRootID}
+}
+
+// scanArgs are the destinations of runCols.
+func (k *runKey) scanArgs() []any {
+	return []any{&k.auditID, &k.namespace, &k.pod, &k.container, &k.attribution, &k.claimedAuditID,
+		&k.containerID, &k.podUID, &k.sessionRootID}
+}
+
+// runEntry is one line of a run's body. The process's own fields are read
+// into Process, whose start, exec and exit times are left zero: the line
+// holds them as nanoseconds.
+type runEntry struct {
+	join.Process
+	StartNs   int64 `json:"startNs"`
+	CommandID int64 `json:"commandID"`
+	Seq       int   `json:"seq"`
+	ExecNs    int64 `json:"execNs"`
+	ExitNs    int64 `json:"exitNs"`
+}
+
+// appendRunEntry appends p's line: start and command id first (entryHead
+// reads them alone), then its other fields, the detail ones as
+// processDetailJSON writes them.
+func appendRunEntry(b []byte, p *join.Process, command int64, seq int) ([]byte, error) {
+	b = strconv.AppendInt(append(b, `{"startNs":`...), nanos(p.Start), 10)
+	b = strconv.AppendInt(append(b, `,"commandID":`...), command, 10)
+	b = strconv.AppendInt(append(b, `,"seq":`...), int64(seq), 10)
+	b = jsonString(append(b, `,"processID":`...), p.ProcessID)
+	if p.Filename != "" {
+		b = jsonString(append(b, `,"filename":`...), p.Filename)
+	}
+	b = strconv.AppendInt(append(b, `,"execNs":`...), nanos(p.ExecTime), 10)
+	b = strconv.AppendInt(append(b, `,"exitNs":`...), nanos(p.Exit), 10)
+	b = strconv.AppendInt(append(b, `,"exitCode":`...), int64(*p.ExitCode), 10)
+	if p.SPOExecRequestUID != "" {
+		b = jsonString(append(b, `,"spoExecRequestUID":`...), p.SPOExecRequestUID)
+	}
+	at := len(b)
+	d := *p // what the run's columns hold is left out of the line
+	d.ContainerID, d.PodUID, d.SessionRootID = "", "", ""
+	b, err := processDetailJSON(b, &d)
+	if err != nil {
+		return b, err
+	}
+	if len(b)-at == 2 { // {}: no detail
+		return append(b[:at], '}'), nil
+	}
+	b[at] = ',' // the detail object's members continue the line's
+	return b, nil
+}
+
+// entryHead reads a line's start, command id and seq without decoding
+// it: they begin every line, in that order (appendRunEntry).
+func entryHead(line []byte) (start, command int64, seq int, ok bool) {
+	var v [3]int64
+	rest := line
+	for i, key := range []string{`{"startNs":`, `,"commandID":`, `,"seq":`} {
+		if rest, ok = bytes.CutPrefix(rest, []byte(key)); !ok {
+			return 0, 0, 0, false
+		}
+		end := bytes.IndexByte(rest, ',')
+		if end < 0 {
+			return 0, 0, 0, false
+		}
+		var err error
+		if v[i], err = strconv.ParseInt(string(rest[:end]), 10, 64); err != nil {
+			return 0, 0, 0, false
+		}
+		rest = rest[end:]
+	}
+	if v[2] < 0 || v[2] >= maxRunEntries {
+		return 0, 0, 0, false
+	}
+	return v[0], v[1], int(v[2]), true
+}
+
+// eachLineNewest calls fn with each line of a body, the newest first,
+// until fn returns false; the body is not split.
+func eachLineNewest(body []byte, fn func(line []byte) bool) error {
+	if bytes.Equal(body, []byte("[]")) {
+		return nil
+	}
+	rest, ok := bytes.CutPrefix(body, []byte("[\n"))
+	if ok {
+		rest, ok = bytes.CutSuffix(rest, []byte("\n]"))
+	}
+	if !ok {
+		return fmt.Errorf("decoding run body: not a line a process")
+	}
+	for {
+		i := bytes.LastIndex(rest, []byte(",\n"))
+		line := rest
+		if i >= 0 {
+			line = rest[i+2:]
+		}
+		if !fn(line) || i < 0 {
+			return nil
+		}
+		rest = rest[:i]
+	}
+}
+
+// runLines splits a body into its lines, one a process.
+func runLines(body []byte) ([][]byte, error) {
+	body, ok := bytes.CutPrefix(body, []byte("[\n"))
+	if !ok {
+		if bytes.Equal(body, []byte("[]")) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("decoding run body: no opening line")
+	}
+	if body, ok = bytes.CutSuffix(body, []byte("\n]")); !ok {
+		return nil, fmt.Errorf("decoding run body: no closing line")
+	}
+	lines := bytes.Split(body, []byte(",\n"))
+	return lines, nil
+}
+
+// runBody joins lines into a body.
+func runBody(lines [][]byte) []byte {
+	if len(lines) == 0 {
+		return []byte("[]")
+	}
+	n := 4
+	for _, l := range lines {
+		n += len(l) + 2
+	}
+	b := append(make([]byte, 0, n), "[\n"...)
+	for i, l := range lines {
+		if i > 0 {
+			b = append(b, ",\n"...)
+		}
+		b = append(b, l...)
+	}
+	return append(b, "\n]"...)
+}
+
+// runRow is a run's columns.
+type runRow struct {
+	id  int64
+	key runKey
+}
+
+// decodeEntry reads one line into a process of run r, the run's columns
+// deciding what they hold whatever the line says.
+func decodeEntry(line []byte, r *runRow) (join.Process, int64, int64, error) {
+	var e runEntry
+	if err := json.Unmarshal(line, &e); err != nil {
+		return join.Process{}, 0, 0, fmt.Errorf("decoding process of run %d: %w", r.id, err)
+	}
+	if e.Seq < 0 || e.Seq >= maxRunEntries {
+		return join.Process{}, 0, 0, fmt.Errorf("decoding process of run %d: seq %d out of range", r.id, e.Seq)
+	}
+	p := e.Process
+	p.Start, p.ExecTime, p.Exit = fromNanos(e.StartNs), fromNanos(e.ExecNs), fromNanos(e.ExitNs)
+	p.Argv = nil // from commands, by id
+	k := &r.key
+	p.AuditID, p.Namespace, p.Pod, p.Container = k.auditID, k.namespace, k.pod, k.container
+	p.ContainerID, p.PodUID, p.SessionRootID = k.containerID, k.podUID, k.sessionRootID
+	p.Attribution, p.ClaimedAuditID = vocab.Attribution(k.attribution), k.claimedAuditID
+	if p.ExitCode == nil {
+		return join.Process{}, 0, 0, fmt.Errorf("decoding process %s of run %d: no exit code", p.ProcessID, r.id)
+	}
+	return p, e.CommandID, entryID(r.id, e.Seq), nil
+}
+
+// entryID is a run's process's listing id.
+func entryID(run int64, seq int) int64 { return -(run*maxRunEntries + int64(seq)) - 1 }
+
+// sortRun orders a run's processes oldest first, as its body keeps them.
+func sortRun(ps []*join.Process) {
+	slices.SortStableFunc(ps, func(a, b *join.Process) int { return a.Start.Compare(b.Start) })
+}
