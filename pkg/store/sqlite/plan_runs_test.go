@@ -60,7 +60,8 @@ func TestRunQueryPlans(t *testing.T) {
 		t.Errorf("plan %q: want a command's runs by their first start", plan)
 	}
 	for col, index := range map[string]string{"audit_id": "process_runs_audit", "claimed_audit_id": "process_runs_claimed"} {
-		plan := queryPlan(t, s, `SELECT r.id FROM process_runs r WHERE r.`+col+` = ? AND r.`+col+` != ''`, []any{"a"})
+		plan := queryPlan(t, s, `SELECT r.id, r.last_start FROM process_runs r WHERE r.`+col+` = ? AND r.`+col+
+			` != '' ORDER BY r.last_start, r.id`, []any{"a"})
 		checkPlan(t, plan, index)
 	}
 }

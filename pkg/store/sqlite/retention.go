@@ -72,13 +72,22 @@ func (s *Store) DeleteOlderThan(ctx context.Context, t time.Time) (store.Deleted
 // before it): no exit index is written for it, and a process still running
 // is passed once, not at every chunk.
 func (s *Store) deleteProcesses(ctx context.Context, cut int64, d *store.Deleted) error {
+	return walkChunks(&d.Processes, func(after cursor) (int64, cursor, bool, error) {
+		return s.deleteProcessChunk(ctx, cut, after)
+	})
+}
+
+// walkChunks runs chunk from the oldest position, then from the last one
+// each returns while it says more may follow, adding what each deleted
+// to n.
+func walkChunks(n *int64, chunk func(after cursor) (deleted int64, last cursor, more bool, err error)) error {
 	after := cursor{t: math.MinInt64, id: math.MinInt64}
 	for {
-		n, last, more, err := s.deleteProcessChunk(ctx, cut, after)
+		k, last, more, err := chunk(after)
 		if err != nil {
 			return err
 		}
-		d.Processes += n
+		*n += k
 		if !more {
 			return nil
 		}

@@ -21,7 +21,7 @@ type listed struct {
 	command int64
 }
 
-// after orders positions newest first: a before b.
+// newestFirst orders positions newest first, as pages list them.
 func newestFirst(a, b listed) int {
 	return cmp.Or(cmp.Compare(b.pos.t, a.pos.t), cmp.Compare(b.pos.id, a.pos.id))
 }
@@ -183,20 +183,35 @@ func processRunSearch(f store.ProcessFilter, broad bool, cmds commandMatch, cur 
 
 // sessionRunProcesses returns the processes of the runs whose col
 // (audit_id or claimed_audit_id) is auditID, oldest first, at most need
-// of them.
-func sessionRunProcesses(ctx context.Context, q queryer, col, auditID string, need int) ([]listed, error) {
-	rows, err := q.QueryContext(ctx, `SELECT r.id, `+runColsOf("r")+`, r.body
-		FROM process_runs r WHERE r.`+col+` = ? AND r.`+col+` != ''`, auditID)
+// of them. Runs are read by last start, oldest first, and only while one
+// may hold a process older than the need-th found: a run's starts span
+// less than runSpan, so a runaway session's millions are not all read.
+func sessionRunProcesses(ctx context.Context, tx *sql.Tx, col, auditID string, need int) ([]listed, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT r.id, r.last_start FROM process_runs r WHERE r.`+col+` = ? AND r.`+col+
+		` != '' ORDER BY r.last_start, r.id`, auditID)
 	if err != nil {
 		return nil, fmt.Errorf("querying runs of session %s: %w", auditID, err)
 	}
 	defer rows.Close()
-	var hits []runHit
+	get, err := tx.PrepareContext(ctx, `SELECT `+runCols+`, body FROM process_runs WHERE id = ?`)
+	if err != nil {
+		return nil, fmt.Errorf("preparing run read: %w", err)
+	}
+	defer get.Close()
+	oldestFirst := func(a, b runHit) int { return newestFirst(listed{pos: b.pos}, listed{pos: a.pos}) }
+	var best []runHit
 	for rows.Next() {
 		r := &runRow{}
-		var body []byte
-		if err := rows.Scan(append(append([]any{&r.id}, r.key.scanArgs()...), &body)...); err != nil {
+		var last int64
+		if err := rows.Scan(&r.id, &last); err != nil {
 			return nil, fmt.Errorf("reading run of session %s: %w", auditID, err)
+		}
+		if len(best) == need && satAdd(last, -runSpan) > best[need-1].pos.t {
+			break // its first start is later than every process kept
+		}
+		var body []byte
+		if err := get.QueryRowContext(ctx, r.id).Scan(append(r.key.scanArgs(), &body)...); err != nil {
+			return nil, fmt.Errorf("reading run %d: %w", r.id, err)
 		}
 		lines, err := runLines(body)
 		if err != nil {
@@ -207,14 +222,16 @@ func sessionRunProcesses(ctx context.Context, q queryer, col, auditID string, ne
 			if !ok {
 				return nil, fmt.Errorf("reading run %d: a line without its head", r.id)
 			}
-			hits = append(hits, runHit{pos: cursor{t: start, id: entryID(r.id, seq)}, line: line, run: r})
+			h := runHit{pos: cursor{t: start, id: entryID(r.id, seq)}, line: line, run: r}
+			if i, _ := slices.BinarySearchFunc(best, h, oldestFirst); i < need {
+				best = slices.Insert(best, i, h)[:min(len(best)+1, need)]
+			}
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("reading runs of session %s: %w", auditID, err)
 	}
-	slices.SortFunc(hits, func(a, b runHit) int { return -newestFirst(listed{pos: a.pos}, listed{pos: b.pos}) })
-	return decodeHits(hits[:min(len(hits), need)])
+	return decodeHits(best)
 }
 
 // fillArgvs reads the argv of each run's process from commands.
@@ -270,8 +287,11 @@ func runColsOf(a string) string {
 
 // satAdd is a+b, held at the int64 bounds (a cursor's time is a client's).
 func satAdd(a, b int64) int64 {
-	if b > 0 && a > math.MaxInt64-b {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
 		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
 	}
 	return a + b
 }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
@@ -15,18 +14,9 @@ import (
 // process_runs_first from the oldest as far as cut (a process that
 // exited before cut started before it).
 func (s *Store) deleteRunProcesses(ctx context.Context, cut int64, d *store.Deleted) error {
-	after := cursor{t: math.MinInt64, id: math.MinInt64}
-	for {
-		n, last, more, err := s.deleteRunChunk(ctx, cut, after)
-		if err != nil {
-			return err
-		}
-		d.Processes += n
-		if !more {
-			return nil
-		}
-		after = last
-	}
+	return walkChunks(&d.Processes, func(after cursor) (int64, cursor, bool, error) {
+		return s.deleteRunChunk(ctx, cut, after)
+	})
 }
 
 func (s *Store) deleteRunChunk(ctx context.Context, cut int64, after cursor) (deleted int64, last cursor, more bool, err error) {

@@ -55,7 +55,7 @@ var runTables = []string{
 	`CREATE INDEX process_runs_pod ON process_runs (pod, last_start)`,
 	`CREATE INDEX process_runs_container ON process_runs (container, last_start)`,
 	`CREATE INDEX process_runs_attribution ON process_runs (attribution, last_start)`,
-	`CREATE INDEX process_runs_claimed ON process_runs (claimed_audit_id) WHERE claimed_audit_id != ''`,
+	`CREATE INDEX process_runs_claimed ON process_runs (claimed_audit_id, last_start) WHERE claimed_audit_id != ''`,
 	`CREATE TABLE process_run_keys (
 		process_id TEXT PRIMARY KEY,
 		run        INTEGER NOT NULL

@@ -212,6 +212,7 @@ func (w *runWorld) compare(stage string) {
 		if g, wn := canonical(t, got.Claimants, false), canonical(t, want.Claimants, false); !slices.Equal(g, wn) {
 			t.Fatalf("%s: GetSession(%s): %d claimants, want %d", stage, id, len(g), len(wn))
 		}
+		w.compareTruncated(id)
 		got.Processes, want.Processes, got.Claimants, want.Claimants = nil, nil, nil, nil
 		if g, wn := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want); g != wn {
 			t.Fatalf("%s: GetSession(%s) reads\n%s\nwant\n%s", stage, id, g, wn)
@@ -262,5 +263,31 @@ func TestRunsReadAsRows(t *testing.T) {
 			}
 			w.compare("written again")
 		})
+	}
+}
+
+// compareTruncated checks a session's oldest five processes against the
+// reference's: the same starts (ties may fall to either side of the cut,
+// each store naming them by ids of its own), and both truncated alike.
+func (w *runWorld) compareTruncated(id string) {
+	t := w.t
+	t.Helper()
+	var starts [2][]int64
+	var truncated [2]bool
+	for i, s := range []*Store{w.runs, w.ref} {
+		keep := s.cfg.SessionProcessLimit
+		s.cfg.SessionProcessLimit = 5
+		d, err := s.GetSession(context.Background(), id)
+		s.cfg.SessionProcessLimit = keep
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range d.Processes {
+			starts[i] = append(starts[i], nanos(p.Start))
+		}
+		truncated[i] = d.ProcessesTruncated
+	}
+	if !slices.Equal(starts[0], starts[1]) || truncated[0] != truncated[1] {
+		t.Fatalf("GetSession(%s) of five: starts %v (truncated %v), want %v (%v)", id, starts[0], truncated[0], starts[1], truncated[1])
 	}
 }
