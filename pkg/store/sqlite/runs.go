@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -83,19 +84,29 @@ func runnable(p *join.Process) bool {
 }
 
 // runKey is what a run's processes share: their session and container,
-// their attribution and claim, and the container's and pod's IDs and the
-// session root, which every line would otherwise repeat; and the window
-// of their starts (runSpan), which is no column.
+// their attribution and claim, and the window of their starts (runSpan,
+// no column). The container's and pod's IDs and the session root are the
+// first process's, each line holding its own only where it differs: most
+// lines would repeat them, but a burst of processes each its own root
+// must not make a run each.
 type runKey struct {
 	auditID, namespace, pod, container string
 	attribution, claimedAuditID        string
-	containerID, podUID, sessionRootID string
+	containerID, podUID, sessionRootID string // defaults, not grouped on
 	window                             int64
 }
 
+// runKeyOf is p's run, the defaults left to the run's first process.
 func runKeyOf(p *join.Process) runKey {
-	return runKey{p.AuditID, p.Namespace, p.Pod, p.Container, string(p.Attribution), p.ClaimedAuditID,
-		p.ContainerID, p.PodUID, p.SessionRootID, floorDiv(nanos(p.Start), runSpan)}
+	return runKey{auditID: p.AuditID, namespace: p.Namespace, pod: p.Pod, container: p.Container,
+		attribution: string(p.Attribution), claimedAuditID: p.ClaimedAuditID, window: floorDiv(nanos(p.Start), runSpan)}
+}
+
+// withDefaults is k with p's container and pod IDs and session root as
+// the run's defaults.
+func (k runKey) withDefaults(p *join.Process) runKey {
+	k.containerID, k.podUID, k.sessionRootID = p.ContainerID, p.PodUID, p.SessionRootID
+	return k
 }
 
 func floorDiv(a, b int64) int64 {
@@ -124,20 +135,24 @@ func (k *runKey) scanArgs() []any {
 
 // runEntry is one line of a run's body. The process's own fields are read
 // into Process, whose start, exec and exit times are left zero: the line
-// holds them as nanoseconds.
+// holds them as nanoseconds. The IDs a run holds defaults of are read
+// apart (shallower fields win), absent where the line takes the run's.
 type runEntry struct {
 	join.Process
-	StartNs   int64 `json:"startNs"`
-	CommandID int64 `json:"commandID"`
-	Seq       int   `json:"seq"`
-	ExecNs    int64 `json:"execNs"`
-	ExitNs    int64 `json:"exitNs"`
+	StartNs       int64   `json:"startNs"`
+	CommandID     int64   `json:"commandID"`
+	Seq           int     `json:"seq"`
+	ExecNs        int64   `json:"execNs"`
+	ExitNs        int64   `json:"exitNs"`
+	ContainerID   *string `json:"containerID"`
+	PodUID        *string `json:"podUID"`
+	SessionRootID *string `json:"sessionRootID"`
 }
 
-// appendRunEntry appends p's line: start and command id first (entryHead
-// reads them alone), then its other fields, the detail ones as
-// processDetailJSON writes them.
-func appendRunEntry(b []byte, p *join.Process, command int64, seq int) ([]byte, error) {
+// appendRunEntry appends p's line in run k: start and command id first
+// (entryHead reads them alone), then its other fields, the detail ones as
+// processDetailJSON writes them, then the IDs that differ from k's.
+func appendRunEntry(b []byte, p *join.Process, command int64, seq int, k *runKey) ([]byte, error) {
 	b = strconv.AppendInt(append(b, `{"startNs":`...), nanos(p.Start), 10)
 	b = strconv.AppendInt(append(b, `,"commandID":`...), command, 10)
 	b = strconv.AppendInt(append(b, `,"seq":`...), int64(seq), 10)
@@ -159,10 +174,18 @@ func appendRunEntry(b []byte, p *join.Process, command int64, seq int) ([]byte, 
 		return b, err
 	}
 	if len(b)-at == 2 { // {}: no detail
-		return append(b[:at], '}'), nil
+		b = b[:at]
+	} else {
+		b[at] = ','      // the detail object's members continue the line's
+		b = b[:len(b)-1] // and its end is the line's
 	}
-	b[at] = ',' // the detail object's members continue the line's
-	return b, nil
+	for _, f := range [...]struct{ key, v, def string }{{"containerID", p.ContainerID, k.containerID},
+		{"podUID", p.PodUID, k.podUID}, {"sessionRootID", p.SessionRootID, k.sessionRootID}} {
+		if f.v != f.def { // an empty one too: it is not the run's
+			b = jsonString(append(append(append(b, `,"`...), f.key...), `":`...), f.v)
+		}
+	}
+	return append(b, '}'), nil
 }
 
 // entryHead reads a line's start, command id and seq without decoding
@@ -272,7 +295,8 @@ func decodeEntry(line []byte, r *runRow) (join.Process, int64, int64, error) {
 	p.Argv = nil // from commands, by id
 	k := &r.key
 	p.AuditID, p.Namespace, p.Pod, p.Container = k.auditID, k.namespace, k.pod, k.container
-	p.ContainerID, p.PodUID, p.SessionRootID = k.containerID, k.podUID, k.sessionRootID
+	p.ContainerID, p.PodUID, p.SessionRootID = *cmp.Or(e.ContainerID, &k.containerID), *cmp.Or(e.PodUID, &k.podUID),
+		*cmp.Or(e.SessionRootID, &k.sessionRootID)
 	p.Attribution, p.ClaimedAuditID = vocab.Attribution(k.attribution), k.claimedAuditID
 	if p.ExitCode == nil {
 		return join.Process{}, 0, 0, fmt.Errorf("decoding process %s of run %d: no exit code", p.ProcessID, r.id)

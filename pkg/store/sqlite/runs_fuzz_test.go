@@ -32,15 +32,17 @@ func FuzzRunEntry(f *testing.F) {
 		p.Exit, p.ExitCode = time.Unix(0, start+2).UTC(), ptr(seq%256)
 		p.Filename, p.SPOExecRequestUID, p.Confidence, p.Flags = filename, spo, conf, []string{flag}
 		p.Namespace, p.Pod, p.Container, p.Attribution = "ns", "pod", "ctr", vocab.AttributionInherited
-		p.ContainerID, p.PodUID, p.SessionRootID, p.Argv = "c0ffee", "uid", "1-1", nil
-		if start == 0 || start+2 == 0 {
+		// The container ID is the run's; the pod UID (empty) and the
+		// session root (any) are the line's own.
+		p.ContainerID, p.PodUID, p.SessionRootID, p.Argv = "c0ffee", "", flag, nil
+		if start == 0 || start == -1 || start == -2 {
 			return // the zero time is no time: nanos stores it as 0
 		}
 		if !runnable(&p) {
 			return
 		}
 		seq = min(max(seq, 0), maxRunEntries-1)
-		line, err := appendRunEntry(nil, &p, command, seq)
+		line, err := appendRunEntry(nil, &p, command, seq, &r.key)
 		if err != nil || !json.Valid(line) || bytes.IndexByte(line, '\n') >= 0 {
 			t.Fatalf("%q: %v", line, err)
 		}

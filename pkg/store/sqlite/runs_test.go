@@ -91,6 +91,9 @@ func (w *runWorld) process(i int, reuse bool) join.Process {
 	p.PID, p.PPID, p.UID = uint32(1000+i), uint32(r.IntN(5)), uint32(r.IntN(2))
 	p.SessionRootID, p.Source = "root-"+sess, vocab.SourceInherited
 	p.ContainerID = []string{"c0ffee", "c0ffee", "5ca1ab1e"}[r.IntN(3)] // a restarted container
+	// Its own root (a burst of roots must share runs), none, or the session's.
+	p.SessionRootID = []string{p.SessionRootID, p.SessionRootID, p.ProcessID, ""}[r.IntN(4)]
+	p.PodUID = []string{"pod-uid", "pod-uid", ""}[r.IntN(3)]
 	w.settle(&p)
 	return p
 }

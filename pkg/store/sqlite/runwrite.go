@@ -189,6 +189,7 @@ func rewriteRun(ctx context.Context, tx *sql.Tx, run int64, body []byte, keep fu
 // insertRun stores ps, oldest first and at most maxRunEntries of them, as
 // one run of k, and maps their IDs to it.
 func insertRun(ctx context.Context, ts *txStmts, cmds *txCommands, k runKey, ps []*join.Process) error {
+	k = k.withDefaults(ps[0])
 	ids, err := cmds.ids(ctx, len(ps), func(i int) ([]string, int64) { return ps[i].Argv, nanos(ps[i].Start) }, nil)
 	if err != nil {
 		return err
@@ -196,7 +197,7 @@ func insertRun(ctx context.Context, ts *txStmts, cmds *txCommands, k runKey, ps 
 	lines := make([][]byte, len(ps))
 	var lastExit int64
 	for i, p := range ps {
-		if lines[i], err = appendRunEntry(nil, p, ids[i], i); err != nil {
+		if lines[i], err = appendRunEntry(nil, p, ids[i], i, &k); err != nil {
 			return fmt.Errorf("encoding process %s: %w", p.ProcessID, err)
 		}
 		lastExit = max(lastExit, nanos(p.Exit))
