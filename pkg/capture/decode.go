@@ -353,10 +353,7 @@ func joinCgroup(parent, leaf string) string {
 	return parent + "/" + leaf
 }
 
-// cString is a kernel string up to its first NUL.
-func cString(s []byte) string { return string(cBytes(s)) }
-
-// cBytes is s up to its first NUL.
+// cBytes is a kernel string up to its first NUL.
 func cBytes(s []byte) []byte {
 	if i := bytes.IndexByte(s, 0); i >= 0 {
 		return s[:i]

@@ -51,14 +51,12 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 	if err != nil {
 		return nil, "", err
 	}
-	if rs := processRunSearch(f, broad, cmds, cur, hasCur); rs != nil {
-		runs, err := runProcesses(ctx, tx, rs, limit+1)
-		if err != nil {
-			return nil, "", err
-		}
-		page = append(page, runs...)
-		slices.SortFunc(page, newestFirst)
+	runs, err := runProcesses(ctx, tx, processRunSearch(f, broad, cmds, cur, hasCur), limit+1)
+	if err != nil {
+		return nil, "", err
 	}
+	page = append(page, runs...)
+	slices.SortFunc(page, newestFirst)
 	next := ""
 	if len(page) > limit {
 		page, next = page[:limit], page[limit-1].pos.String()

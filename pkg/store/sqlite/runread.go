@@ -63,9 +63,9 @@ func runProcesses(ctx context.Context, tx *sql.Tx, rs *runSearch, need int) ([]l
 		return nil, fmt.Errorf("querying process runs: %w", err)
 	}
 	defer rows.Close()
-	get, err := tx.PrepareContext(ctx, `SELECT `+runCols+`, body FROM process_runs WHERE id = ?`)
+	get, err := prepareRunRead(ctx, tx)
 	if err != nil {
-		return nil, fmt.Errorf("preparing run read: %w", err)
+		return nil, err
 	}
 	defer get.Close()
 	var best []runHit
@@ -78,12 +78,12 @@ func runProcesses(ctx context.Context, tx *sql.Tx, rs *runSearch, need int) ([]l
 		if len(best) == need && last < best[need-1].pos.t {
 			break
 		}
-		var body []byte
-		if err := get.QueryRowContext(ctx, r.id).Scan(append(r.key.scanArgs(), &body)...); err != nil {
-			return nil, fmt.Errorf("reading run %d: %w", r.id, err)
+		body, err := get.read(ctx, r)
+		if err != nil {
+			return nil, err
 		}
 		var bad error
-		err := eachLineNewest(body, func(line []byte) bool {
+		err = eachLineNewest(body, func(line []byte) bool {
 			start, command, seq, ok := entryHead(line)
 			if !ok {
 				bad = fmt.Errorf("reading run %d: a line without its head", r.id)
@@ -193,9 +193,9 @@ func sessionRunProcesses(ctx context.Context, tx *sql.Tx, col, auditID string, n
 		return nil, fmt.Errorf("querying runs of session %s: %w", auditID, err)
 	}
 	defer rows.Close()
-	get, err := tx.PrepareContext(ctx, `SELECT `+runCols+`, body FROM process_runs WHERE id = ?`)
+	get, err := prepareRunRead(ctx, tx)
 	if err != nil {
-		return nil, fmt.Errorf("preparing run read: %w", err)
+		return nil, err
 	}
 	defer get.Close()
 	oldestFirst := func(a, b runHit) int { return newestFirst(listed{pos: b.pos}, listed{pos: a.pos}) }
@@ -209,9 +209,9 @@ func sessionRunProcesses(ctx context.Context, tx *sql.Tx, col, auditID string, n
 		if len(best) == need && satAdd(last, -runSpan) > best[need-1].pos.t {
 			break // its first start is later than every process kept
 		}
-		var body []byte
-		if err := get.QueryRowContext(ctx, r.id).Scan(append(r.key.scanArgs(), &body)...); err != nil {
-			return nil, fmt.Errorf("reading run %d: %w", r.id, err)
+		body, err := get.read(ctx, r)
+		if err != nil {
+			return nil, err
 		}
 		lines, err := runLines(body)
 		if err != nil {
@@ -232,6 +232,26 @@ func sessionRunProcesses(ctx context.Context, tx *sql.Tx, col, auditID string, n
 		return nil, fmt.Errorf("reading runs of session %s: %w", auditID, err)
 	}
 	return decodeHits(best)
+}
+
+// runRead reads a run's columns and body by id, in a read transaction.
+type runRead struct{ *sql.Stmt }
+
+func prepareRunRead(ctx context.Context, tx *sql.Tx) (runRead, error) {
+	st, err := tx.PrepareContext(ctx, `SELECT `+runCols+`, body FROM process_runs WHERE id = ?`)
+	if err != nil {
+		return runRead{}, fmt.Errorf("preparing run read: %w", err)
+	}
+	return runRead{st}, nil
+}
+
+// read fills r's key from its row and returns its body.
+func (g runRead) read(ctx context.Context, r *runRow) ([]byte, error) {
+	var body []byte
+	if err := g.QueryRowContext(ctx, r.id).Scan(append(r.key.scanArgs(), &body)...); err != nil {
+		return nil, fmt.Errorf("reading run %d: %w", r.id, err)
+	}
+	return body, nil
 }
 
 // fillArgvs reads the argv of each run's process from commands.

@@ -15,13 +15,13 @@ import (
 	"github.com/execid/correlator/pkg/vocab"
 )
 
-// A run holds, in one row, the processes of one session in one container
-// that one transaction wrote and that were settled when it did: inherited,
-// exited, carrying no other ID (version 9). They are most of a busy
-// session's processes (a build, a shell loop), and a row of their own cost
-// each of them about 8 µs of the agent's CPU, a run about 2: binding a
-// value and entering a B-tree cost modernc's SQLite about the same, and a
-// run binds ten values and enters five indexes for all of its processes.
+// A run holds, in one row, the processes of one session (or claim) in one
+// container that one transaction wrote and that had exited when it did
+// (version 9). They are most of a busy session's processes (a build, a
+// shell loop), and a row of their own cost each of them about 7.7 µs of
+// the writer's CPU, a run about 3.5: binding a value and entering a B-tree
+// cost modernc's SQLite about the same, and a run binds 14 values and
+// enters nine B-trees for all of its processes, and one key each.
 // process_run_keys maps each one's ID to its run, so that a later row of
 // the same process (an upsert, a late exit) takes it out of the run: a
 // process is stored once, in processes or in a run.
@@ -213,18 +213,27 @@ func entryHead(line []byte) (start, command int64, seq int, ok bool) {
 	return v[0], v[1], int(v[2]), true
 }
 
-// eachLineNewest calls fn with each line of a body, the newest first,
-// until fn returns false; the body is not split.
-func eachLineNewest(body []byte, fn func(line []byte) bool) error {
+// runContent is a body's lines, still joined; empty for an empty run.
+func runContent(body []byte) ([]byte, error) {
 	if bytes.Equal(body, []byte("[]")) {
-		return nil
+		return nil, nil
 	}
 	rest, ok := bytes.CutPrefix(body, []byte("[\n"))
 	if ok {
 		rest, ok = bytes.CutSuffix(rest, []byte("\n]"))
 	}
-	if !ok {
-		return fmt.Errorf("decoding run body: not a line a process")
+	if !ok || len(rest) == 0 {
+		return nil, fmt.Errorf("decoding run body: not a line a process")
+	}
+	return rest, nil
+}
+
+// eachLineNewest calls fn with each line of a body, the newest first,
+// until fn returns false; the body is not split.
+func eachLineNewest(body []byte, fn func(line []byte) bool) error {
+	rest, err := runContent(body)
+	if err != nil || rest == nil {
+		return err
 	}
 	for {
 		i := bytes.LastIndex(rest, []byte(",\n"))
@@ -241,18 +250,11 @@ func eachLineNewest(body []byte, fn func(line []byte) bool) error {
 
 // runLines splits a body into its lines, one a process.
 func runLines(body []byte) ([][]byte, error) {
-	body, ok := bytes.CutPrefix(body, []byte("[\n"))
-	if !ok {
-		if bytes.Equal(body, []byte("[]")) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("decoding run body: no opening line")
+	rest, err := runContent(body)
+	if err != nil || rest == nil {
+		return nil, err
 	}
-	if body, ok = bytes.CutSuffix(body, []byte("\n]")); !ok {
-		return nil, fmt.Errorf("decoding run body: no closing line")
-	}
-	lines := bytes.Split(body, []byte(",\n"))
-	return lines, nil
+	return bytes.Split(rest, []byte(",\n")), nil
 }
 
 // runBody joins lines into a body.

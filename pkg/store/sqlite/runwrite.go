@@ -26,15 +26,15 @@ const (
 // batch's others (batchQueries).
 var runQueries = []string{insertRunSQL, insertRunKeysSQL, storedKeysSQL}
 
-// jsonIDs is a JSON array of the processes' IDs.
-func jsonIDs[T any](ps []T, id func(T) string) string {
-	b := make([]byte, 0, 2+len(ps)*24)
+// jsonIDs is a JSON array of n IDs, id(i) the i-th.
+func jsonIDs(n int, id func(i int) string) string {
+	b := make([]byte, 0, 2+n*24)
 	b = append(b, '[')
-	for i, p := range ps {
+	for i := range n {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = jsonString(b, id(p))
+		b = jsonString(b, id(i))
 	}
 	return string(append(b, ']'))
 }
@@ -95,7 +95,7 @@ func storedKeys(ctx context.Context, ts *txStmts, procs []join.Process) (map[int
 	if err != nil {
 		return nil, nil, fmt.Errorf("preparing stored process lookup: %w", err)
 	}
-	rows, err := st.QueryContext(ctx, jsonIDs(procs, func(p join.Process) string { return p.ProcessID }))
+	rows, err := st.QueryContext(ctx, jsonIDs(len(procs), func(i int) string { return procs[i].ProcessID }))
 	if err != nil {
 		return nil, nil, fmt.Errorf("looking up stored processes: %w", err)
 	}
@@ -215,7 +215,7 @@ func insertRun(ctx context.Context, ts *txStmts, cmds *txCommands, k runKey, ps 
 	if err != nil {
 		return fmt.Errorf("preparing run key insert: %w", err)
 	}
-	if _, err := keys.ExecContext(ctx, run, jsonIDs(ps, func(p *join.Process) string { return p.ProcessID })); err != nil {
+	if _, err := keys.ExecContext(ctx, run, jsonIDs(len(ps), func(i int) string { return ps[i].ProcessID })); err != nil {
 		return fmt.Errorf("mapping processes to run %d: %w", run, err)
 	}
 	return nil
@@ -246,7 +246,7 @@ func deleteRunKeys(ctx context.Context, tx *sql.Tx, ids []string) error {
 		return nil
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM process_run_keys WHERE process_id IN (SELECT value FROM json_each(?))`,
-		jsonIDs(ids, func(id string) string { return id })); err != nil {
+		jsonIDs(len(ids), func(i int) string { return ids[i] })); err != nil {
 		return fmt.Errorf("deleting the keys of %d processes: %w", len(ids), err)
 	}
 	return nil
