@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -192,8 +193,12 @@ func (c *conn) bulkOnce(ctx context.Context, m *bulkMetrics, ops []op) ([]itemRe
 		return nil, fmt.Errorf("creating bulk indexer: %w", err)
 	}
 	for i, o := range ops {
+		var body io.ReadSeeker
+		if o.body != nil {
+			body = bytes.NewReader(o.body)
+		}
 		item := esutil.BulkIndexerItem{
-			Index: o.index, Action: o.action, DocumentID: o.id, Body: bytes.NewReader(o.body),
+			Index: o.index, Action: o.action, DocumentID: o.id, Body: body,
 			OnSuccess: func(context.Context, esutil.BulkIndexerItem, esutil.BulkIndexerResponseItem) {
 				mu.Lock()
 				res[i] = itemResult{outcome: done}
@@ -209,6 +214,8 @@ func (c *conn) bulkOnce(ctx context.Context, m *bulkMetrics, ops []op) ([]itemRe
 				case r.Status == http.StatusConflict && o.action == "create":
 					res[i] = itemResult{outcome: done}
 					m.items.WithLabelValues("duplicate").Inc()
+				case r.Status == http.StatusNotFound && o.action == "delete":
+					res[i] = itemResult{outcome: done} // already gone
 				case r.Status == http.StatusTooManyRequests || r.Status >= 500:
 					res[i] = itemResult{outcome: retryable}
 				default:

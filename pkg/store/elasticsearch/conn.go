@@ -29,12 +29,30 @@ type Config struct {
 	Username, Password string
 	// CACert is a PEM file of CAs to trust instead of the system's.
 	CACert string
-	// IndexPrefix names the indices: <prefix>-sessions, -processes, -audit
-	// and the data stream <prefix>-alerts.
+	// IndexPrefix names the indices: <prefix>-sessions-<period>,
+	// -processes-, -audit-, -alerts- and <prefix>-meta.
 	IndexPrefix string
-	// Retention is the alerts data stream's ILM delete age (0 keeps them);
-	// the other indices age out through DeleteOlderThan.
+	// IndexPeriod is how much time one index holds (a day). The first
+	// store to open a prefix records it in <prefix>-meta, and every later
+	// one uses the recorded period, whatever its own setting.
+	IndexPeriod time.Duration
+	// Shards and Replicas set the indices' shards and replicas; 0 leaves
+	// the cluster's defaults (Elastic Cloud Serverless refuses both).
+	Shards, Replicas int
+	// Retention is an alert sink's ILM delete age, used only where the
+	// cluster has ILM (0 keeps alerts); a store's indices age out through
+	// its retention passes.
 	Retention time.Duration
+	// RetentionMode says whether this process takes part in the cluster's
+	// retention: RetentionLease (the default: agents take turns through a
+	// lease) or RetentionOff (another role does it).
+	RetentionMode string
+	// LeaseTTL bounds how long a holder that stopped renewing keeps the
+	// retention lease.
+	LeaseTTL time.Duration
+	// Holder names this process in the lease (default: host name and a
+	// random suffix).
+	Holder string
 	// Refresh is the bulk refresh mode: "false" (the default: writes are
 	// searchable within the index refresh interval, about a second),
 	// "wait_for" (Write returns once they are searchable) or "true".
@@ -50,10 +68,19 @@ type Config struct {
 	Transport http.RoundTripper
 }
 
+// Retention modes.
+const (
+	RetentionLease = "lease"
+	RetentionOff   = "off"
+)
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
 		IndexPrefix:         "correlator",
+		IndexPeriod:         defaultPeriod,
+		RetentionMode:       RetentionLease,
+		LeaseTTL:            30 * time.Minute,
 		Refresh:             "false",
 		FlushBytes:          5 << 20,
 		RetryInitial:        100 * time.Millisecond,
@@ -67,6 +94,9 @@ func DefaultConfig() Config {
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	c.IndexPrefix = cmp.Or(c.IndexPrefix, d.IndexPrefix)
+	c.IndexPeriod = cmp.Or(c.IndexPeriod, d.IndexPeriod)
+	c.RetentionMode = cmp.Or(c.RetentionMode, d.RetentionMode)
+	c.LeaseTTL = cmp.Or(c.LeaseTTL, d.LeaseTTL)
 	c.Refresh = cmp.Or(c.Refresh, d.Refresh)
 	c.FlushBytes = cmp.Or(c.FlushBytes, d.FlushBytes)
 	c.RetryInitial = cmp.Or(c.RetryInitial, d.RetryInitial)
@@ -93,6 +123,16 @@ func (c Config) Validate() error {
 	}
 	if !validPrefix(c.IndexPrefix) {
 		errs = append(errs, fmt.Errorf("index prefix %q is not a valid lowercase index name", c.IndexPrefix))
+	}
+	if err := validPeriod(c.IndexPeriod); err != nil {
+		errs = append(errs, err)
+	}
+	if c.RetentionMode != RetentionLease && c.RetentionMode != RetentionOff {
+		errs = append(errs, fmt.Errorf("retention mode %q: want %s or %s", c.RetentionMode, RetentionLease, RetentionOff))
+	}
+	if c.Shards < 0 || c.Replicas < 0 || c.LeaseTTL < time.Minute {
+		errs = append(errs, fmt.Errorf("shards %d and replicas %d must not be negative, lease TTL %s at least a minute",
+			c.Shards, c.Replicas, c.LeaseTTL))
 	}
 	if !slices.Contains([]string{"false", "true", "wait_for"}, c.Refresh) {
 		errs = append(errs, fmt.Errorf("refresh %q: want false, true or wait_for", c.Refresh))

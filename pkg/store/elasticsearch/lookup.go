@@ -89,7 +89,7 @@ func NewLookup(cfg Config, lc LookupConfig, log zerolog.Logger, reg prometheus.R
 	if err != nil {
 		return nil, fmt.Errorf("creating lookup cache: %w", err)
 	}
-	indices := namesFor(cfg.IndexPrefix).audit
+	indices := namesFor(cfg.IndexPrefix, 0).audit
 	if lc.Pattern != "-" {
 		indices += "," + lc.Pattern
 	}

@@ -2,9 +2,11 @@ package elasticsearch
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/execid/correlator/pkg/store"
@@ -12,207 +14,238 @@ import (
 
 const retentionPage = 5000
 
-// DeleteOlderThan removes what stopped mattering before t, by the rules
-// every backend keeps (see store.Retainer): exited processes, ended
-// sessions with no process left and their audit records, orphaned audit
-// records, and alerts. The alerts data stream is also aged out whole by
-// ILM.
+// DeleteOlderThan drops every period index whose period ended before t,
+// keeping store.Retainer's rules by carrying what must stay into the
+// kind's carried index first: a process still running or that exited
+// after t; a session that ended after t or still has a process stored;
+// an audit record of a stored session. It never deletes by query: an index
+// goes whole, so a pass costs a few requests an index plus the documents
+// it carries, not the documents it drops. Documents carried earlier that
+// no longer qualify are deleted from the carried index by ID. The counts
+// are of documents gone.
+//
+// A late write to a dropped index (a running process's exit) creates the
+// index again; the next pass carries that newer copy over the older one.
+// Until then a list may show such a process twice.
 func (s *Store) DeleteOlderThan(ctx context.Context, t time.Time) (store.Deleted, error) {
+	return s.retain(ctx, t, nil)
+}
+
+// retain is one pass; l (may be nil) is renewed as it goes.
+func (s *Store) retain(ctx context.Context, t time.Time, l *lease) (store.Deleted, error) {
 	var d store.Deleted
-	cut := t.UTC().Format(time.RFC3339Nano)
-	// Searches see refreshed segments only: make recent writes visible.
-	if err := s.c.do(ctx, "POST", "/"+s.n.sessions+","+s.n.processes+","+s.n.audit+"/_refresh", nil, nil, nil); err != nil {
+	if err := s.migrateLegacy(ctx, l); err != nil {
+		return d, err
+	}
+	if err := s.refresh(ctx); err != nil {
 		return d, fmt.Errorf("refreshing before retention: %w", err)
 	}
-	var err error
-	if d.Processes, err = s.deleteByQuery(ctx, s.n.processes, before("process.end", cut)); err != nil {
-		return d, fmt.Errorf("deleting processes older than %s: %w", cut, err)
-	}
-	if err := s.deleteSessions(ctx, cut, &d); err != nil {
-		return d, fmt.Errorf("deleting sessions older than %s: %w", cut, err)
-	}
-	n, err := s.deleteOrphanRecords(ctx, cut)
-	d.AuditRecords += n
-	if err != nil {
-		return d, fmt.Errorf("deleting orphan audit records older than %s: %w", cut, err)
-	}
-	if d.Alerts, err = s.deleteByQuery(ctx, s.n.alerts, before("@timestamp", cut)); err != nil {
-		return d, fmt.Errorf("deleting alerts older than %s: %w", cut, err)
+	counts := map[kind]*int64{kindProcesses: &d.Processes, kindSessions: &d.Sessions,
+		kindAudit: &d.AuditRecords, kindAlerts: &d.Alerts}
+	for _, k := range retentionOrder {
+		n, err := s.retainKind(ctx, k, t, l)
+		*counts[k] += n
+		if err != nil {
+			return d, fmt.Errorf("applying retention to %s before %s: %w", k, t.UTC().Format(time.RFC3339), err)
+		}
 	}
 	return d, nil
+}
+
+// retainKind drops k's indices that ended before cut, carrying what stays,
+// then prunes k's carried index.
+func (s *Store) retainKind(ctx context.Context, k kind, cut time.Time, l *lease) (int64, error) {
+	idxs, err := s.periodIndices(ctx, k)
+	if err != nil {
+		return 0, err
+	}
+	var gone int64
+	for _, ix := range idxs {
+		if ix.start.Add(s.n.period).After(cut) {
+			continue
+		}
+		n, err := s.dropIndex(ctx, k, ix.name, cut)
+		gone += n
+		if err != nil {
+			return gone, err
+		}
+		s.metrics.dropped.Inc()
+		if l != nil {
+			l.renew(ctx, s.c, s.now())
+		}
+	}
+	if k == kindAlerts {
+		return gone, nil // alerts are never carried
+	}
+	n, err := s.pruneCarried(ctx, k, cut)
+	return gone + n, err
+}
+
+type periodIndex struct {
+	name  string
+	start time.Time
+}
+
+// periodIndices lists k's period indices, oldest first.
+func (s *Store) periodIndices(ctx context.Context, k kind) ([]periodIndex, error) {
+	var rows []struct {
+		Index string `json:"index"`
+	}
+	q := url.Values{"format": {"json"}, "h": {"index"}}
+	if err := s.c.do(ctx, http.MethodGet, "/_cat/indices/"+s.n.templatePattern(k), q, nil, &rows); err != nil {
+		return nil, fmt.Errorf("listing %s indices: %w", k, err)
+	}
+	var out []periodIndex
+	for _, r := range rows {
+		if t, ok := s.n.parsePeriodIndex(k, r.Index); ok {
+			out = append(out, periodIndex{r.Index, t})
+		}
+	}
+	slices.SortFunc(out, func(a, b periodIndex) int { return a.start.Compare(b.start) })
+	return out, nil
+}
+
+// dropIndex carries what must stay out of idx, then deletes idx, and
+// returns how many documents went with it.
+func (s *Store) dropIndex(ctx context.Context, k kind, idx string, cut time.Time) (int64, error) {
+	total, err := s.count(ctx, idx)
+	if err != nil {
+		return 0, err
+	}
+	var carried int64
+	if k != kindAlerts {
+		if carried, err = s.carry(ctx, k, idx, cut); err != nil {
+			return 0, fmt.Errorf("carrying from %s: %w", idx, err)
+		}
+	}
+	err = s.c.do(ctx, http.MethodDelete, "/"+idx, nil, nil, nil)
+	var ae *apiError
+	if err != nil && !(errors.As(err, &ae) && ae.Status == http.StatusNotFound) {
+		return 0, fmt.Errorf("deleting index %s: %w", idx, err)
+	}
+	return total - carried, nil
+}
+
+// carry copies idx's documents that must stay into k's carried index,
+// replacing older copies there, and makes them searchable.
+func (s *Store) carry(ctx context.Context, k kind, idx string, cut time.Time) (int64, error) {
+	var n int64
+	dst := s.n.carried(k)
+	err := s.walkKept(ctx, k, idx, cut, true, func(hits []hit) error {
+		ops := make([]op, len(hits))
+		for i, h := range hits {
+			ops[i] = op{index: dst, action: "index", id: h.ID, what: string(k) + " " + h.ID, body: h.Source}
+		}
+		n += int64(len(ops))
+		return s.c.bulk(ctx, s.metrics.bulk, ops)
+	})
+	if err != nil {
+		return n, err
+	}
+	if n > 0 {
+		err = s.c.do(ctx, http.MethodPost, "/"+dst+"/_refresh", nil, nil, nil)
+	}
+	return n, err
+}
+
+// pruneCarried deletes, by ID, k's carried documents that no longer need
+// to stay.
+func (s *Store) pruneCarried(ctx context.Context, k kind, cut time.Time) (int64, error) {
+	src := s.n.carried(k)
+	var n int64
+	err := s.walkKept(ctx, k, src, cut, false, func(hits []hit) error {
+		ops := make([]op, len(hits))
+		for i, h := range hits {
+			ops[i] = op{index: src, action: "delete", id: h.ID, what: string(k) + " " + h.ID}
+		}
+		n += int64(len(ops))
+		return s.c.bulk(ctx, s.metrics.bulk, ops)
+	})
+	if err == nil && n > 0 {
+		err = s.c.do(ctx, http.MethodPost, "/"+src+"/_refresh", nil, nil, nil)
+	}
+	return n, err
+}
+
+// refresh makes every write searchable before retention reads.
+func (s *Store) refresh(ctx context.Context) error {
+	q := url.Values{"ignore_unavailable": {"true"}, "allow_no_indices": {"true"}}
+	return s.c.do(ctx, http.MethodPost, "/"+s.n.sessions+","+s.n.processes+","+s.n.audit+"/_refresh", q, nil, nil)
+}
+
+func (s *Store) count(ctx context.Context, idx string) (int64, error) {
+	var res struct {
+		Count int64 `json:"count"`
+	}
+	if err := s.c.do(ctx, http.MethodGet, "/"+idx+"/_count", nil, nil, &res); err != nil {
+		return 0, fmt.Errorf("counting %s: %w", idx, err)
+	}
+	return res.Count, nil
 }
 
 func before(field, cut string) map[string]any {
 	return map[string]any{"range": map[string]any{field: map[string]any{"lt": cut, "format": "strict_date_optional_time_nanos"}}}
 }
 
-func (s *Store) deleteByQuery(ctx context.Context, index string, query map[string]any) (int64, error) {
-	var res struct {
-		Deleted  int64 `json:"deleted"`
-		Failures []any `json:"failures"`
-	}
-	q := url.Values{"refresh": {"true"}, "conflicts": {"proceed"}}
-	if err := s.c.do(ctx, "POST", "/"+index+"/_delete_by_query", q, map[string]any{"query": query}, &res); err != nil {
-		return 0, err
-	}
-	if len(res.Failures) > 0 {
-		return res.Deleted, fmt.Errorf("deleting from %s: %d failures", index, len(res.Failures))
-	}
-	return res.Deleted, nil
+func notBefore(field, cut string) map[string]any {
+	return map[string]any{"range": map[string]any{field: map[string]any{"gte": cut, "format": "strict_date_optional_time_nanos"}}}
 }
 
-// deleteSessions removes, a page at a time, sessions that ended before cut
-// (or, never seen to end, were received before it) and have no process.
-func (s *Store) deleteSessions(ctx context.Context, cut string, d *store.Deleted) error {
-	expired := map[string]any{"bool": map[string]any{
-		"should": []any{
-			before("event.end", cut),
-			map[string]any{"bool": map[string]any{
-				"must_not": []any{map[string]any{"exists": map[string]any{"field": "event.end"}}},
-				"filter":   []any{before("@timestamp", cut)},
-			}},
-		},
-		"minimum_should_match": 1,
-	}}
-	var after []any
-	for {
-		body := map[string]any{"query": expired, "size": retentionPage, "_source": false,
-			"sort": []any{map[string]any{"correlator.audit_id": "asc"}}}
-		if after != nil {
-			body["search_after"] = after
-		}
-		res, err := s.search(ctx, s.n.sessions, body)
-		if err != nil {
-			return err
-		}
-		hits := res.Hits.Hits
-		if len(hits) == 0 {
-			return nil
-		}
-		after = hits[len(hits)-1].Sort
-		ids := make([]string, len(hits))
-		for i, h := range hits {
-			ids[i] = h.ID
-		}
-		busy, err := s.withProcesses(ctx, ids)
-		if err != nil {
-			return err
-		}
-		var gone []string
-		for _, id := range ids {
-			if !busy[id] {
-				gone = append(gone, id)
-			}
-		}
-		if len(gone) > 0 {
-			byID := map[string]any{"terms": map[string]any{"correlator.audit_id": gone}}
-			n, err := s.deleteByQuery(ctx, s.n.audit, byID)
-			d.AuditRecords += n
-			if err != nil {
-				return err
-			}
-			n, err = s.deleteByQuery(ctx, s.n.sessions, byID)
-			d.Sessions += n
-			if err != nil {
-				return err
-			}
-		}
-		if len(hits) < retentionPage {
-			return nil
-		}
-	}
+func missing(field string) map[string]any {
+	return map[string]any{"bool": map[string]any{"must_not": []any{map[string]any{"exists": map[string]any{"field": field}}}}}
 }
 
-// withProcesses reports which of ids have a process stored.
-func (s *Store) withProcesses(ctx context.Context, ids []string) (map[string]bool, error) {
-	res, err := s.search(ctx, s.n.processes, map[string]any{
-		"size": 0, "query": map[string]any{"terms": map[string]any{"correlator.audit_id": ids}},
-		"aggs": map[string]any{"by": map[string]any{"terms": map[string]any{
-			"field": "correlator.audit_id", "size": len(ids), "include": ids}}},
-	})
-	if err != nil {
-		return nil, err
-	}
-	var aggs struct {
-		By struct {
-			Buckets []struct {
-				Key string `json:"key"`
-			} `json:"buckets"`
-		} `json:"by"`
-	}
-	if err := json.Unmarshal(res.Aggregations, &aggs); err != nil {
-		return nil, fmt.Errorf("decoding process counts: %w", err)
-	}
-	out := map[string]bool{}
-	for _, b := range aggs.By.Buckets {
-		out[b.Key] = true
-	}
-	return out, nil
+func anyOf(qs ...any) map[string]any {
+	return map[string]any{"bool": map[string]any{"should": qs, "minimum_should_match": 1}}
 }
 
-// deleteOrphanRecords removes audit records before cut whose session is
-// not stored.
-func (s *Store) deleteOrphanRecords(ctx context.Context, cut string) (int64, error) {
-	var total int64
-	var after []any
-	for {
-		body := map[string]any{"query": before("@timestamp", cut), "size": retentionPage,
-			"_source": []string{"correlator.audit_id"},
-			"sort":    []any{map[string]any{"correlator.audit_id": "asc"}, map[string]any{"correlator.stage": "asc"}}}
-		if after != nil {
-			body["search_after"] = after
-		}
-		res, err := s.search(ctx, s.n.audit, body)
-		if err != nil {
-			return total, err
-		}
-		hits := res.Hits.Hits
-		if len(hits) == 0 {
-			return total, nil
-		}
-		after = hits[len(hits)-1].Sort
-		var ids []string
-		seen := map[string]bool{}
-		for _, h := range hits {
-			var d auditDoc
-			if err := json.Unmarshal(h.Source, &d); err != nil {
-				return total, fmt.Errorf("decoding audit record %s: %w", h.ID, err)
-			}
-			if !seen[d.Correlator.AuditID] {
-				seen[d.Correlator.AuditID] = true
-				ids = append(ids, d.Correlator.AuditID)
-			}
-		}
-		found, err := s.search(ctx, s.n.sessions, map[string]any{"size": len(ids), "_source": false,
-			"query": map[string]any{"terms": map[string]any{"correlator.audit_id": ids}}})
-		if err != nil {
-			return total, err
-		}
-		for _, h := range found.Hits.Hits {
-			delete(seen, h.ID)
-		}
-		var orphans []string
-		for _, id := range ids {
-			if seen[id] {
-				orphans = append(orphans, id)
-			}
-		}
-		if len(orphans) > 0 {
-			n, err := s.deleteByQuery(ctx, s.n.audit, map[string]any{"bool": map[string]any{"filter": []any{
-				map[string]any{"terms": map[string]any{"correlator.audit_id": orphans}}, before("@timestamp", cut)}}})
-			total += n
-			if err != nil {
-				return total, err
-			}
-		}
-		if len(hits) < retentionPage {
-			return total, nil
-		}
-	}
+func noneOf(qs ...any) map[string]any {
+	return map[string]any{"bool": map[string]any{"must_not": qs}}
 }
 
-// RunRetention runs store.RunRetention's loop on this store. It returns
-// ctx's error.
+// RunRetention applies retention every interval until ctx is done,
+// once per cluster: before each pass the agent takes the lease in
+// <prefix>-meta, and skips the pass when another agent holds it or a pass
+// ended less than interval ago. It returns ctx's error.
 func (s *Store) RunRetention(ctx context.Context, maxAge, interval time.Duration) error {
-	return store.RunRetention(ctx, s, maxAge, interval, s.log, nil)
+	if s.cfg.RetentionMode == RetentionOff {
+		s.log.Info().Msg("retention is another process's (--es-retention off)")
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return store.RunRetention(ctx, leased{s, interval}, maxAge, interval, s.log, nil)
+}
+
+// leased is the Store as a Retainer whose passes take the lease.
+type leased struct {
+	s        *Store
+	interval time.Duration
+}
+
+func (r leased) DeleteOlderThan(ctx context.Context, t time.Time) (store.Deleted, error) {
+	return r.s.RetainOnce(ctx, t, r.interval)
+}
+
+// RetainOnce runs one pass if this store takes the lease (see
+// RunRetention), and reports store.Deleted{} and nil when it does not.
+func (s *Store) RetainOnce(ctx context.Context, t time.Time, interval time.Duration) (store.Deleted, error) {
+	l, err := s.c.takeLease(ctx, s.n, s.holder, s.cfg.LeaseTTL, interval, s.now())
+	if errors.Is(err, errLeaseHeld) {
+		s.metrics.passes.WithLabelValues("skipped").Inc()
+		return store.Deleted{}, nil
+	}
+	if err != nil {
+		s.metrics.passes.WithLabelValues("error").Inc()
+		return store.Deleted{}, err
+	}
+	d, err := s.retain(ctx, t, l)
+	if rerr := l.release(context.WithoutCancel(ctx), s.c, s.now(), err == nil); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	if err != nil {
+		s.metrics.passes.WithLabelValues("error").Inc()
+		return d, err
+	}
+	s.metrics.passes.WithLabelValues("ran").Inc()
+	return d, nil
 }

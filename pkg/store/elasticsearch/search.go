@@ -263,6 +263,9 @@ func (s *Store) aggregates(ctx context.Context, ss []join.Session) error {
 			} `json:"buckets"`
 		} `json:"by"`
 	}
+	if len(res.Aggregations) == 0 {
+		return nil // no processes index yet: a search of no index has no aggregations
+	}
 	if err := json.Unmarshal(res.Aggregations, &aggs); err != nil {
 		return fmt.Errorf("decoding process aggregates: %w", err)
 	}

@@ -10,20 +10,22 @@ import (
 	"github.com/execid/correlator/pkg/store"
 )
 
-// AlertSink delivers alerts to the <prefix>-alerts data stream as ECS
+// AlertSink delivers alerts to the <prefix>-alerts-<period> indices as ECS
 // alert documents (event.kind: alert, rule.name, event.severity, message).
 // It has pkg/alert/delivery's Deliverer method set (Name, Deliver, Close) without
 // importing it. Each alert is created under its ID, so a redelivered batch
 // is idempotent: a 409 means "already delivered" and counts as success.
 type AlertSink struct {
 	c       *conn
-	index   string
+	n       names
 	metrics *bulkMetrics
 	log     zerolog.Logger
 }
 
-// NewAlertSink connects and installs the alerts data stream, its template
-// and ILM policy (idempotently). reg may be nil.
+// NewAlertSink connects and installs the alerts indices' template
+// (idempotently), with an ILM delete policy of cfg.Retention where the
+// cluster has ILM; where it has none, alert indices are dropped by a
+// store's retention pass on the same prefix. reg may be nil.
 func NewAlertSink(ctx context.Context, cfg Config, log zerolog.Logger, reg prometheus.Registerer) (*AlertSink, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -34,11 +36,15 @@ func NewAlertSink(ctx context.Context, cfg Config, log zerolog.Logger, reg prome
 		return nil, err
 	}
 	m := newBulkMetrics(reg, "correlator_es_alert_sink_bulk_items_total", "correlator_es_alert_sink_bulk_requests_total")
-	n := namesFor(cfg.IndexPrefix)
+	n := namesFor(cfg.IndexPrefix, cfg.IndexPeriod)
 	if err := c.install(ctx, n, cfg.Retention, true); err != nil {
 		return nil, err
 	}
-	return &AlertSink{c: c, index: n.alerts, metrics: m,
+	period, err := c.layout(ctx, n, cfg.IndexPeriod)
+	if err != nil {
+		return nil, err
+	}
+	return &AlertSink{c: c, n: namesFor(cfg.IndexPrefix, period), metrics: m,
 		log: log.With().Str("component", "alert-sink-elasticsearch").Logger()}, nil
 }
 
@@ -50,7 +56,7 @@ func (a *AlertSink) Name() string { return "elasticsearch" }
 func (a *AlertSink) Deliver(ctx context.Context, alerts []store.Alert) error {
 	ops := make([]op, 0, len(alerts))
 	for i := range alerts {
-		o, err := alertOp(a.index, &alerts[i])
+		o, err := alertOp(a.n, &alerts[i])
 		if err != nil {
 			return fmt.Errorf("delivering alerts to elasticsearch: %w", err)
 		}

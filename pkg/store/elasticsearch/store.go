@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
 
 	"github.com/execid/correlator/pkg/store"
@@ -33,8 +34,36 @@ type Store struct {
 	cfg     Config
 	n       names
 	log     zerolog.Logger
-	metrics *bulkMetrics
+	metrics *storeMetrics
 	now     func() time.Time
+	// holder names this store in the retention lease.
+	holder string
+}
+
+// storeMetrics are the store's bulk counters and its retention passes.
+type storeMetrics struct {
+	bulk    *bulkMetrics
+	passes  *prometheus.CounterVec
+	dropped prometheus.Counter
+}
+
+func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
+	f := promauto.With(reg)
+	m := &storeMetrics{
+		bulk: newBulkMetrics(reg, "correlator_es_store_bulk_items_total", "correlator_es_store_bulk_requests_total"),
+		passes: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "correlator_es_retention_passes_total",
+			Help: "Elasticsearch retention passes this agent was due, by result: ran (it held the lease), skipped (another agent held it, or a pass ended less than an interval ago), error.",
+		}, []string{"result"}),
+		dropped: f.NewCounter(prometheus.CounterOpts{
+			Name: "correlator_es_retention_indices_dropped_total",
+			Help: "Elasticsearch indices this agent's retention passes deleted whole.",
+		}),
+	}
+	for _, r := range []string{"ran", "skipped", "error"} {
+		m.passes.WithLabelValues(r)
+	}
+	return m
 }
 
 // Open connects, checks the cluster answers, and installs the index
@@ -49,21 +78,26 @@ func Open(ctx context.Context, cfg Config, log zerolog.Logger, reg prometheus.Re
 	if err != nil {
 		return nil, err
 	}
-	m := newBulkMetrics(reg, "correlator_es_store_bulk_items_total", "correlator_es_store_bulk_requests_total")
-	s := &Store{c: c, cfg: cfg, n: namesFor(cfg.IndexPrefix), metrics: m, now: time.Now,
+	s := &Store{c: c, cfg: cfg, metrics: newStoreMetrics(reg), now: time.Now, holder: holderName(cfg.Holder),
 		log: log.With().Str("component", "store-elasticsearch").Logger()}
-	var info struct {
-		Version struct {
-			Number string `json:"number"`
-		} `json:"version"`
-	}
-	if err := c.do(ctx, "GET", "/", nil, nil, &info); err != nil {
+	version, err := c.version(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("connecting to Elasticsearch: %w", err)
 	}
-	if err := c.install(ctx, s.n, cfg.Retention, false); err != nil {
+	n := namesFor(cfg.IndexPrefix, cfg.IndexPeriod)
+	if err := c.install(ctx, n, 0, false); err != nil {
 		return nil, err
 	}
-	s.log.Debug().Str("version", info.Version.Number).Str("prefix", cfg.IndexPrefix).Msg("elasticsearch store open")
+	period, err := c.layout(ctx, n, cfg.IndexPeriod)
+	if err != nil {
+		return nil, err
+	}
+	if period != cfg.IndexPeriod {
+		s.log.Warn().Dur("configured", cfg.IndexPeriod).Dur("recorded", period).
+			Msg("the cluster's index period differs from this agent's: using the cluster's, which every agent shares")
+	}
+	s.n = namesFor(cfg.IndexPrefix, period)
+	s.log.Debug().Str("version", version).Str("prefix", cfg.IndexPrefix).Dur("period", period).Msg("elasticsearch store open")
 	return s, nil
 }
 
@@ -81,7 +115,7 @@ func (s *Store) Write(ctx context.Context, b store.Batch) error {
 	if err != nil {
 		return err
 	}
-	return s.c.bulk(ctx, s.metrics, ops)
+	return s.c.bulk(ctx, s.metrics.bulk, ops)
 }
 
 // WriteAuditRecords indexes streaming exec audit records into the audit
@@ -120,7 +154,7 @@ func (s *Store) ops(b store.Batch) ([]op, error) {
 		if err != nil {
 			return nil, fmt.Errorf("encoding session %s: %w", ss.AuditID, err)
 		}
-		add(op{index: s.n.sessions, action: "index", id: ss.AuditID, what: "session " + ss.AuditID, body: body})
+		add(op{index: s.n.index(kindSessions, ss.RequestReceivedTimestamp), action: "index", id: ss.AuditID, what: "session " + ss.AuditID, body: body})
 	}
 	// An exit alone is indexed whole, like any process: a document is
 	// replaced whole, and a partial update would fail where it is missing.
@@ -132,7 +166,7 @@ func (s *Store) ops(b store.Batch) ([]op, error) {
 		if err != nil {
 			return nil, fmt.Errorf("encoding process %s: %w", p.ProcessID, err)
 		}
-		add(op{index: s.n.processes, action: "index", id: p.ProcessID, what: "process " + p.ProcessID, body: body})
+		add(op{index: s.n.index(kindProcesses, p.Start), action: "index", id: p.ProcessID, what: "process " + p.ProcessID, body: body})
 	}
 	for i := range b.AuditRecords {
 		r := &b.AuditRecords[i]
@@ -146,10 +180,10 @@ func (s *Store) ops(b store.Batch) ([]op, error) {
 		// The request key keeps a different request that reuses the audit
 		// ID beside the first, as SQLite's primary key does.
 		id := r.AuditID + "/" + r.Stage + "/" + r.RequestKey()
-		add(op{index: s.n.audit, action: "index", id: id, what: "audit record " + id, body: body})
+		add(op{index: s.n.index(kindAudit, r.StageTimestamp), action: "index", id: id, what: "audit record " + id, body: body})
 	}
 	for i := range b.Alerts {
-		aop, err := alertOp(s.n.alerts, &b.Alerts[i])
+		aop, err := alertOp(s.n, &b.Alerts[i])
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +192,7 @@ func (s *Store) ops(b store.Batch) ([]op, error) {
 	return ops, nil
 }
 
-func alertOp(index string, a *store.Alert) (op, error) {
+func alertOp(n names, a *store.Alert) (op, error) {
 	if a.ID == "" {
 		return op{}, fmt.Errorf("checking alert: empty ID")
 	}
@@ -166,5 +200,5 @@ func alertOp(index string, a *store.Alert) (op, error) {
 	if err != nil {
 		return op{}, fmt.Errorf("encoding alert %s: %w", a.ID, err)
 	}
-	return op{index: index, action: "create", id: a.ID, what: "alert " + a.ID, body: body}, nil
+	return op{index: n.index(kindAlerts, a.Time), action: "create", id: a.ID, what: "alert " + a.ID, body: body}, nil
 }

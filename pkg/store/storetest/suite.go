@@ -16,10 +16,24 @@ import (
 	"github.com/execid/correlator/pkg/vocab"
 )
 
+// Options adjust the contract to a backend.
+type Options struct {
+	// OpenForRetention, when set, opens the backend the Retention test
+	// uses. A backend that retains by dropping whole time-partitioned
+	// indices needs partitions finer than its default for the test's
+	// fixtures, which lie seconds apart, with the cut 50 s past the last
+	// old one: it must drop every partition that ended before the cut.
+	OpenForRetention func(t *testing.T) store.Backend
+}
+
 // Run runs the contract against fresh backends from open, which must
 // return an empty store with default page limits (DefaultLimit >= 100) and
 // SessionProcessLimit set to the package's constant.
-func Run(t *testing.T, open func(t *testing.T) store.Backend) {
+func Run(t *testing.T, open func(t *testing.T) store.Backend, opts ...Options) {
+	var o Options
+	for _, x := range opts {
+		o = x
+	}
 	tests := []struct {
 		name string
 		fn   func(*testing.T, store.Backend)
@@ -43,7 +57,13 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"EmptyListsAreArrays", testEmptyLists},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "Retention" && o.OpenForRetention != nil {
+				tc.fn(t, o.OpenForRetention(t))
+				return
+			}
+			tc.fn(t, open(t))
+		})
 	}
 }
 
