@@ -30,5 +30,7 @@ every node's agent looks them up: the control plane's part.
 	}
 	auditSourceFlags(cmd.Flags(), &cfg.Sources)
 	esFlags(cmd.Flags(), &cfg.ES)
+	cmd.Flags().DurationVar(&cfg.Retention, "retention", 0,
+		"take a turn at the cluster's retention, dropping indices older than this (0: the agents do it)")
 	return cmd
 }

@@ -17,9 +17,15 @@ func esFlags(fs *pflag.FlagSet, es *elasticsearch.Connection) {
 	fs.StringVar(&es.APIKeyFile, "es-api-key-file", "", "file holding the Elasticsearch API key (base64 id:key)")
 	fs.StringVar(&es.Username, "es-username", "", "Elasticsearch user (basic auth; the password comes from $CORRELATOR_ES_PASSWORD)")
 	fs.StringVar(&es.CACert, "es-ca-cert", "", "PEM file of CAs that signed the cluster's certificates")
-	fs.StringVar(&es.IndexPrefix, "es-index-prefix", "correlator", "prefix of correlator's indices and alert data stream")
+	fs.StringVar(&es.IndexPrefix, "es-index-prefix", "correlator", "prefix of correlator's indices (<prefix>-processes-<day>, ...)")
+	fs.DurationVar(&es.IndexPeriod, "es-index-period", 24*time.Hour, "time one index holds; the first agent on a prefix records it and the rest follow")
+	fs.StringVar(&es.RetentionMode, "es-retention", elasticsearch.RetentionLease,
+		"this process's part in the cluster's retention: lease (take turns with the others, one pass an hour per cluster) or off")
+	fs.IntVar(&es.Shards, "es-shards", 0, "primary shards of each new index (0: the cluster's default)")
+	fs.IntVar(&es.Replicas, "es-replicas", 0, "replicas of each new index (0: the cluster's default)")
 	fs.StringVar(&es.Refresh, "es-refresh", "false", "bulk refresh mode: false, wait_for or true")
-	fs.DurationVar(&es.Retention, "es-alert-retention", 90*24*time.Hour, "ILM delete age of the alerts data stream")
+	fs.DurationVar(&es.Retention, "es-alert-retention", 90*24*time.Hour,
+		"an Elasticsearch alert sink's ILM delete age, where the cluster has ILM (a store's retention drops alert indices too)")
 }
 
 // alertFlags binds the rules and sinks.

@@ -6,6 +6,7 @@ package ship
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -19,6 +20,10 @@ import (
 type Config struct {
 	Sources auditlog.SourcesConfig
 	ES      elasticsearch.Connection
+	// Retention, when positive, makes this role take its turn at the
+	// cluster's retention (under the same lease as agents): the chart's
+	// elasticsearch.retention.by=shipper, with the agents' --es-retention off.
+	Retention time.Duration
 }
 
 // Run opens the index and ships the sources' records until ctx ends.
@@ -36,6 +41,13 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) error {
 		return err
 	}
 	defer st.Close()
+	if cfg.Retention > 0 {
+		go func() {
+			if err := st.RunRetention(ctx, cfg.Retention, time.Hour); err != nil && ctx.Err() == nil {
+				log.Error().Err(err).Msg("retention stopped")
+			}
+		}()
+	}
 	metrics, err := auditlog.NewMetrics(reg)
 	if err != nil {
 		return err

@@ -63,6 +63,14 @@ are `correlator run` flag names.
 {{- if .Values.elasticsearch.enabled -}}
 {{- $_ := set $c "store" "elasticsearch" -}}
 {{- $_ := set $c "es-url" (required "elasticsearch.url is required when elasticsearch.enabled" .Values.elasticsearch.url) -}}
+{{- $_ := set $c "es-index-period" .Values.elasticsearch.indexPeriod -}}
+{{- if eq .Values.elasticsearch.retention.by "shipper" -}}
+{{- if not .Values.controlPlane.enabled -}}{{- fail "elasticsearch.retention.by=shipper needs controlPlane.enabled" -}}{{- end -}}
+{{- $_ := set $c "es-retention" "off" -}}
+{{- else if ne .Values.elasticsearch.retention.by "agents" -}}
+{{- fail "elasticsearch.retention.by: want agents or shipper" -}}
+{{- end -}}
+{{- with .Values.elasticsearch.retention.maxAge -}}{{- $_ := set $c "retention" . -}}{{- end -}}
 {{- if .Values.elasticsearch.apiKeySecret -}}
 {{- $_ := set $c "es-api-key-file" "/etc/correlator/elasticsearch/api-key" -}}
 {{- end -}}
