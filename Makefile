@@ -4,6 +4,7 @@
 #                   exec sessions, their audit records, attributed trees (root)
 #   make demo-capture  the capture alone, one session that forks and tampers
 #   make test       every test, privileged BPF and runc tests included (root)
+#   make test-es    the tests that need Elasticsearch, on a real 3-node cluster
 #   make generate   rebuild the committed bpf2go output from bpf/
 #   make e2e-kernels  the probes and the capture suite on kernels 5.10, 6.1,
 #                   6.12 (qemu) and the host's (root)
@@ -41,10 +42,14 @@ FUZZTIME     ?= 30s
 # libbpf-dev 1.1; another clang may emit different (still valid) bytes.
 CLANG_MAJOR  ?= 14
 
+# The tests' shared Elasticsearch cluster (internal/escluster): `up` starts
+# three nodes or finds them up and prints their URLs, `down` removes them.
+ESCLUSTER := $(GO) run ./internal/escluster/cmd/escluster
+
 # Debian packages as package:check, where check is a command that must be on
 # PATH, "static:busybox" for a statically linked binary, or "dpkg" for an
 # installed package.
-RUNTIME_DEPS  := runc:runc containerd:containerd busybox-static:static:busybox jq:jq curl:curl gcc:gcc libc6-dev:dpkg libseccomp-dev:dpkg
+RUNTIME_DEPS  := runc:runc containerd:containerd busybox-static:static:busybox jq:jq curl:curl gcc:gcc libc6-dev:dpkg libseccomp-dev:dpkg maven:mvn openjdk-17-jre-headless:java
 GENERATE_DEPS := clang:clang llvm:llvm-strip libbpf-dev:dpkg
 
 IS_ROOT := $(filter 0,$(shell id -u))
@@ -84,7 +89,8 @@ endef
 
 all: lint build test
 
-## deps: runc, busybox-static and jq (tests, demo), a kubectl >= 1.30
+## deps: runc, busybox-static and jq (tests, demo), maven and a Java 17 (the
+## tests' Elasticsearch, docs/testing-es.md), a kubectl >= 1.30
 ## (scripts/ensure-kubectl.sh builds one if PATH has none), then `go mod download`.
 deps:
 	@$(call ensure_pkgs,$(RUNTIME_DEPS),1)
@@ -114,14 +120,22 @@ generate: deps-generate
 build:
 	$(GO) build -o $(BIN) ./cmd/correlator
 
-## test: every test in every package, privileged ones included, then
-## test/kubeapi (its own module): `kubectl correlator` through a real
-## kube-apiserver, and the one-node cluster of e2e-cluster (build tag
-## e2ecluster; it builds the kubelet: minutes cold, seconds cached).
+## test: every test in every package, privileged ones included, on a real
+## three-node Elasticsearch brought up first (internal/escluster; about 40 s,
+## the distribution fetched once with mvn) and taken down after, pass or fail
+## (none when CORRELATOR_TEST_ES_URL names a cluster); then test/kubeapi (its
+## own module): `kubectl correlator` through a real kube-apiserver, and the
+## one-node cluster of e2e-cluster (build tag e2ecluster; it builds the
+## kubelet: minutes cold, seconds cached).
 test: deps-test
 	@if [ -z "$(IS_ROOT)" ]; then \
 		echo "test: not running as root: privileged tests (BPF, runc) will SKIP;" \
 			"under CI=true a skip is a FAILURE. Run: sudo make test" >&2; fi
+	if [ -z "$$CORRELATOR_TEST_ES_URL" ]; then \
+		trap 'rc=$$?; $(ESCLUSTER) down || true; exit $$rc' EXIT; \
+		if urls=$$($(ESCLUSTER) up); then echo "test: Elasticsearch cluster at $$urls"; \
+		else echo "test: no Elasticsearch cluster (above): its tests skip, or fail under CI=true" >&2; fi; \
+	fi; \
 	$(GO) test -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
 	cd test/kubeapi && $(GO) test -tags e2ecluster -count=1 -timeout $(KUBEAPI_TIMEOUT) $(TESTFLAGS) ./...
 
@@ -130,11 +144,17 @@ bench: deps-test
 	@if [ -z "$(IS_ROOT)" ]; then echo "bench: not root: the BPF benchmarks will skip" >&2; fi
 	AUDIT_BENCH_MB=$(AUDIT_BENCH_MB) $(GO) test -count=1 -p 1 -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem -timeout $(BENCH_TIMEOUT) $(PKGS)
 
-## test-es: the store contract suite against a real Elasticsearch at
-## CORRELATOR_TEST_ES_URL (CORRELATOR_TEST_ES_API_KEY optional).
+## test-es: only the tests that need Elasticsearch, on the shared three-node
+## cluster (started when not up, and left up for the next run: `go run
+## ./internal/escluster/cmd/escluster down` removes it), or on the cluster at
+## CORRELATOR_TEST_ES_URL when set (CORRELATOR_TEST_ES_API_KEY optional).
+## docs/testing-es.md says the rest.
+ES_PKGS ?= ./internal/escluster/ ./pkg/store/elasticsearch/ ./pkg/auditlog/ship/ ./pkg/cluster/ ./cmd/correlator/
 test-es:
-	@if [ -z "$$CORRELATOR_TEST_ES_URL" ]; then echo "test-es: set CORRELATOR_TEST_ES_URL=https://host:9200 (and CORRELATOR_TEST_ES_API_KEY)" >&2; exit 2; fi
-	$(GO) test -count=1 -v -run 'TestContractCluster' ./pkg/store/elasticsearch/
+	@if [ -z "$$CORRELATOR_TEST_ES_URL" ]; then \
+		urls=$$($(ESCLUSTER) up); echo "test-es: Elasticsearch cluster at $$urls"; \
+	else echo "test-es: Elasticsearch cluster at CORRELATOR_TEST_ES_URL=$$CORRELATOR_TEST_ES_URL"; fi
+	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) -run 'Cluster|Real|Elasticsearch' $(TESTFLAGS) $(ES_PKGS)
 
 ## docs: regenerate docs/api.md from pkg/api/openapi.json.
 docs:

@@ -2,9 +2,8 @@ package elasticsearch
 
 import (
 	"context"
-	"fmt"
+	"net/url"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,8 +14,6 @@ import (
 	"github.com/execid/correlator/pkg/store/storetest"
 )
 
-var realPrefix atomic.Int64
-
 // clusterConfig configures the real cluster (escluster.Shared: the
 // three-node cluster the tests start, or CORRELATOR_TEST_ES_URL's) under
 // an index prefix of t's own, whose indices and templates are deleted
@@ -24,7 +21,7 @@ var realPrefix atomic.Int64
 func clusterConfig(t testing.TB) Config {
 	t.Helper()
 	cl := escluster.Shared(t)
-	prefix := fmt.Sprintf("ct-%d-%d", time.Now().UnixNano(), realPrefix.Add(1))
+	prefix := escluster.Prefix(t, cl)
 	cfg := Config{
 		URLs: cl.URLs(), APIKey: os.Getenv(escluster.EnvAPIKey),
 		IndexPrefix: prefix, Refresh: "wait_for", SessionProcessLimit: storetest.SessionProcessLimit,
@@ -38,11 +35,21 @@ func clusterConfig(t testing.TB) Config {
 	return cfg
 }
 
-// dropPrefix deletes what a store of prefix made.
+// dropPrefix deletes what a store of prefix made. Indices go by name: the
+// cluster refuses to delete through a wildcard
+// (action.destructive_requires_name), so "DELETE /<prefix>-*" deletes
+// nothing.
 func dropPrefix(c *conn, prefix string) {
 	ctx := context.Background()
-	for _, p := range []string{"/" + prefix + "-*?expand_wildcards=all", "/_data_stream/" + prefix + "-*",
-		"/_index_template/" + prefix + "-*"} {
+	var rows []struct {
+		Index string `json:"index"`
+	}
+	_ = c.do(ctx, "GET", "/_cat/indices/"+prefix+"-*",
+		url.Values{"format": {"json"}, "h": {"index"}, "expand_wildcards": {"all"}}, nil, &rows)
+	for _, r := range rows {
+		_ = c.do(ctx, "DELETE", "/"+r.Index, nil, nil, nil)
+	}
+	for _, p := range []string{"/_data_stream/" + prefix + "-*", "/_index_template/" + prefix + "-*"} {
 		_ = c.do(ctx, "DELETE", p, nil, nil, nil)
 	}
 }
