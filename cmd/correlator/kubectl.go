@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -20,7 +21,8 @@ import (
 )
 
 // exitPartial is the exit status of an answer some nodes did not give
-// (cluster.ErrPartial).
+// (cluster.ErrPartial): they failed, or had not answered when --deadline
+// passed.
 const exitPartial = 3
 
 // kubectlOptions are the plugin's flags: kubectl's own (kubeconfig,
@@ -35,6 +37,7 @@ type kubectlOptions struct {
 	format               render.Format
 	limit, concurrency   int
 	nodeTimeout          time.Duration
+	deadline             time.Duration
 	agentNamespace       string
 	agentSelector        string
 	agentPort            string
@@ -60,7 +63,9 @@ func (o *kubectlOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.agentSelector, "agent-selector", cluster.DefaultAgentSelector, "label selector of the node agent pods")
 	fs.StringVar(&o.agentPort, "agent-port", cluster.DefaultAgentPort, "name of the agent container's API port")
 	fs.IntVar(&o.concurrency, "concurrency", cluster.DefaultConcurrency, "nodes asked at once")
-	fs.DurationVar(&o.nodeTimeout, "node-timeout", cluster.DefaultNodeTimeout, "how long one node may take to answer")
+	fs.DurationVar(&o.nodeTimeout, "node-timeout", cluster.DefaultNodeTimeout, "how long one node may take to answer (every page); a node that takes longer failed")
+	fs.DurationVar(&o.deadline, "deadline", cluster.DefaultDeadline, "how long the whole command may take: then it prints what the nodes that answered hold, "+
+		"names the nodes not answered yet or not asked, and exits 3 (0: no deadline)")
 	fs.StringVar(&o.authMode, "auth", string(cluster.AuthAuto), "credential for the agents: auto, kubeconfig (your bearer token) or serviceaccount (a token minted for --reader-service-account)")
 	fs.StringVar(&o.readerSA, "reader-service-account", cluster.DefaultReaderSA, "service account in --agent-namespace to mint agent tokens for")
 	fs.DurationVar(&o.tokenTTL, "token-ttl", cluster.DefaultTokenTTL, "lifetime of a minted token (10m at least)")
@@ -164,14 +169,47 @@ func (o *kubectlOptions) query(namespace, selector string) cluster.Query {
 	return cluster.Query{Filters: q, Limit: o.limit, Namespace: namespace, Selector: selector}
 }
 
+// bounded is the command's context, ended by --deadline.
+func (o *kubectlOptions) bounded(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return cluster.WithDeadline(cmd.Context(), o.deadline)
+}
+
 // show prints an answer in -o's format, then names on stderr the nodes
 // that did not answer; the error says whether the answer is partial.
 func (o *kubectlOptions) show(cmd *cobra.Command, incomplete error, print func(*render.Printer) error) error {
 	if err := print(render.New(cmd.OutOrStdout(), o.format)); err != nil {
 		return err
 	}
-	render.Unanswered(cmd.ErrOrStderr(), incomplete)
+	o.unanswered(cmd.ErrOrStderr(), incomplete)
 	return incomplete
+}
+
+// unanswered names on w the nodes that did not answer, then says how
+// many of them --deadline left, apart from those that failed.
+func (o *kubectlOptions) unanswered(w io.Writer, incomplete error) {
+	render.Unanswered(w, incomplete)
+	var inc *cluster.Incomplete
+	if !errors.As(incomplete, &inc) {
+		return
+	}
+	var unanswered, unasked int
+	for _, f := range inc.Unreachable {
+		switch f.Left {
+		case cluster.LeftUnanswered:
+			unanswered++
+		case cluster.LeftUnasked:
+			unasked++
+		}
+	}
+	if unanswered+unasked == 0 {
+		return
+	}
+	fmt.Fprintf(w, "--deadline %s passed before %d nodes answered: %d asked, not answered yet; %d not asked",
+		o.deadline, unanswered+unasked, unanswered, unasked)
+	if unasked > 0 {
+		fmt.Fprintf(w, " (a --concurrency above %d asks more at once)", o.concurrency)
+	}
+	fmt.Fprintln(w)
 }
 
 // newKubectlCmd is the plugin: `kubectl correlator ...` (plugin), or
@@ -187,9 +225,13 @@ your own kubeconfig credentials (exec plugins, impersonation and contexts
 work as in kubectl). Your RBAC decides what you may read: bind the
 correlator-responder roles (docs/kubectl.md).
 
+Each command takes at most --deadline: then it prints what the nodes that
+answered hold and names the others, those asked and not answered yet apart
+from those not asked (under "unreachable", with "left", in -o json/yaml).
+
 Exit status: 0 complete answer, 3 partial answer (some nodes did not
-answer; they are listed on stderr and under "unreachable" in -o json/yaml),
-1 error.`),
+answer, or had not when --deadline passed; they are listed on stderr and
+under "unreachable" in -o json/yaml), 1 error or no node answered.`),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

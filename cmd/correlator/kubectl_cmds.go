@@ -41,19 +41,21 @@ to match: ask for it by name.
 			if err != nil {
 				return err
 			}
-			ask, err := o.asker(cmd.Context(), cmd.ErrOrStderr())
+			ctx, cancel := o.bounded(cmd)
+			defer cancel()
+			ask, err := o.asker(ctx, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			processes := o.format != render.Table
 			if selector != "" {
-				ans, err := ask.WhoIn(cmd.Context(), container, o.query(ns, selector), processes)
+				ans, err := ask.WhoIn(ctx, container, o.query(ns, selector), processes)
 				if err != nil {
 					return err
 				}
 				return o.show(cmd, ans.Incomplete(), func(p *render.Printer) error { return p.WhoIn(ans) })
 			}
-			ans, err := ask.Who(cmd.Context(), args[0], container, o.query(ns, ""), processes)
+			ans, err := ask.Who(ctx, args[0], container, o.query(ns, ""), processes)
 			if err != nil {
 				return err
 			}
@@ -93,11 +95,13 @@ newest first.
 			}
 			q := o.query(ns, selector).Filter(map[string]string{"namespace": ns, "user": user, "group": group, "pod": pod,
 				"container": container, "command": command})
-			ask, err := o.asker(cmd.Context(), cmd.ErrOrStderr())
+			ctx, cancel := o.bounded(cmd)
+			defer cancel()
+			ask, err := o.asker(ctx, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			ans, err := ask.Sessions(cmd.Context(), q)
+			ans, err := ask.Sessions(ctx, q)
 			if err != nil {
 				return err
 			}
@@ -126,16 +130,18 @@ func newClusterSessionCmd(o *kubectlOptions) *cobra.Command {
 		Example: `  kubectl correlator session 6f1c2b7e-0a4d-4c1e-9a57-0d2f3c4b5a69`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ask, err := o.asker(cmd.Context(), cmd.ErrOrStderr())
+			ctx, cancel := o.bounded(cmd)
+			defer cancel()
+			ask, err := o.asker(ctx, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			ans, err := ask.Session(cmd.Context(), args[0])
+			ans, err := ask.Session(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			if len(ans.Items) == 0 && !o.format.Machine() {
-				render.Unanswered(cmd.ErrOrStderr(), ans.Incomplete())
+				o.unanswered(cmd.ErrOrStderr(), ans.Incomplete())
 				return ask.Missing(ans, args[0])
 			}
 			return o.show(cmd, ans.Incomplete(), func(p *render.Printer) error { return p.SessionViews(ans) })
@@ -174,11 +180,13 @@ pods that no longer exist never match.
 				}
 			}
 			q := o.query(ns, selector).Filter(map[string]string{"rule": rule, "severity": severity, "auditID": auditID})
-			ask, err := o.asker(cmd.Context(), cmd.ErrOrStderr())
+			ctx, cancel := o.bounded(cmd)
+			defer cancel()
+			ask, err := o.asker(ctx, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			ans, err := ask.Alerts(cmd.Context(), q)
+			ans, err := ask.Alerts(ctx, q)
 			if err != nil {
 				return err
 			}

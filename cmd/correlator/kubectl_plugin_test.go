@@ -80,6 +80,7 @@ func TestKubectlPluginBinary(t *testing.T) {
 	dir := pluginPath(t)
 	t.Run("help under a real kubectl", func(t *testing.T) { testUnderRealKubectl(t, dir) })
 	t.Run("no kubeconfig", func(t *testing.T) { testNoKubeconfig(t, dir) })
+	t.Run("partial at the deadline", func(t *testing.T) { testPartialAtDeadline(t, dir) })
 }
 
 // testUnderRealKubectl: kubectl (from PATH) finds kubectl-correlator in

@@ -30,12 +30,22 @@ func (a Agent) proxyName() string {
 	return a.Pod + ":" + a.Port
 }
 
-// Failure is a node that did not answer, and why.
+// Failure is a node that did not answer, and why. Left is set on a node
+// the deadline (WithDeadline, or any end of the context) left: asked and
+// not answered yet, or not asked; a node that failed on its own (an
+// error, its NodeTimeout) has none.
 type Failure struct {
 	Node  string `json:"node"`
 	Pod   string `json:"pod,omitempty"`
 	Error string `json:"error"`
+	Left  string `json:"left,omitempty"`
 }
+
+// Failure.Left: why a node the deadline left did not answer.
+const (
+	LeftUnanswered = "unanswered" // asked, no answer yet
+	LeftUnasked    = "unasked"    // not asked yet
+)
 
 // Agents lists one agent per node that runs one. Failures are the agent
 // pods that cannot be asked (not running, no API port) and, when the
@@ -88,6 +98,53 @@ func (c *Client) AgentOn(ctx context.Context, node string) (Agent, error) {
 		return Agent{}, fmt.Errorf("finding the agent on node %s: %s", node, fails[0].Error)
 	}
 	return Agent{}, fmt.Errorf("finding the agent on node %s: %w", node, ErrNoAgent)
+}
+
+// agentsOn finds the agents on nodes: with AgentOn for one node, else
+// from one list of every agent pod rather than a list a node. A node
+// whose agent cannot be found is a failure.
+func (c *Client) agentsOn(ctx context.Context, nodes []string) ([]Agent, []Failure) {
+	var agents []Agent
+	var fails []Failure
+	if len(nodes) == 1 {
+		a, err := c.AgentOn(ctx, nodes[0])
+		if err != nil {
+			return nil, []Failure{{Node: nodes[0], Error: err.Error()}}
+		}
+		return []Agent{a}, nil
+	}
+	if len(nodes) == 0 {
+		return nil, nil
+	}
+	pods, err := c.core.Pods(c.cfg.AgentNamespace).List(ctx, metav1.ListOptions{LabelSelector: c.cfg.AgentSelector})
+	if err != nil {
+		for _, n := range nodes {
+			fails = append(fails, Failure{Node: n,
+				Error: fmt.Sprintf("listing agent pods in %s (%s): %v", c.cfg.AgentNamespace, c.cfg.AgentSelector, err)})
+		}
+		return nil, fails
+	}
+	all, bad := c.pick(pods.Items)
+	byNode := map[string]Agent{}
+	for _, a := range all {
+		byNode[a.Node] = a
+	}
+	badOn := map[string]Failure{}
+	for _, f := range bad {
+		badOn[f.Node] = f
+	}
+	for _, n := range nodes {
+		a, ok := byNode[n]
+		switch f, broken := badOn[n]; {
+		case ok:
+			agents = append(agents, a)
+		case broken:
+			fails = append(fails, Failure{Node: n, Error: fmt.Sprintf("finding the agent on node %s: %s", n, f.Error)})
+		default:
+			fails = append(fails, Failure{Node: n, Error: fmt.Sprintf("finding the agent on node %s: %v", n, ErrNoAgent)})
+		}
+	}
+	return agents, fails
 }
 
 // PodNode is the node a pod runs on; found is false when the pod is gone.

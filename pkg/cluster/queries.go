@@ -45,13 +45,14 @@ type Alert struct {
 // merges them, newest first, at most limit (0: 100).
 func (c *Client) Sessions(ctx context.Context, q url.Values, limit int) (Answer[Session], error) {
 	limit = cmp.Or(limit, 100)
-	res, ans, err := fanOutAll(ctx, c, func(ctx context.Context, a Agent) ([]Session, error) {
+	m := sessionMerger(limit)
+	ans, err := fanOutAll(ctx, c, func(ctx context.Context, a Agent) ([]Session, error) {
 		return c.nodeSessions(ctx, a, q, limit, false)
-	})
+	}, m.add)
 	if err != nil {
 		return ans, err
 	}
-	ans.Items, ans.Truncated = mergeSessions(res, limit)
+	ans.Items, ans.Truncated = m.result()
 	return ans, nil
 }
 
@@ -86,14 +87,15 @@ func (c *Client) Who(ctx context.Context, namespace, pod, container string, q ur
 	if err != nil {
 		return ans, err
 	}
+	m := sessionMerger(limit)
 	if !found || node == "" {
 		c.log.Debug().Str("pod", namespace+"/"+pod).Bool("found", found).Msg("pod not on a node: asking every node")
-		res, a, err := fanOutAll(ctx, c, each)
+		a, err := fanOutAll(ctx, c, each, m.add)
 		if err != nil {
 			return ans, err
 		}
 		ans.Answer = a
-		ans.Items, ans.Truncated = mergeSessions(res, limit)
+		ans.Items, ans.Truncated = m.result()
 		return ans, nil
 	}
 	ans.Node, ans.Nodes = node, 1
@@ -102,9 +104,8 @@ func (c *Client) Who(ctx context.Context, namespace, pod, container string, q ur
 		ans.fail(Failure{Node: node, Error: err.Error()})
 		return ans, nil
 	}
-	res, fails := fanOut(ctx, c, []Agent{agent}, each)
-	ans.fail(fails...)
-	ans.Items, ans.Truncated = mergeSessions(res, limit)
+	ans.fail(fanOut(ctx, c, []Agent{agent}, each, m.add)...)
+	ans.Items, ans.Truncated = m.result()
 	return ans, nil
 }
 
@@ -115,7 +116,8 @@ func (c *Client) Session(ctx context.Context, auditID string) (Answer[SessionVie
 	if auditID == "" || strings.ContainsAny(auditID, "/?#") || auditID == "." || auditID == ".." {
 		return Answer[SessionView]{}, fmt.Errorf("validating audit ID %q: not an audit ID", auditID)
 	}
-	res, ans, err := fanOutAll(ctx, c, func(ctx context.Context, a Agent) ([]SessionView, error) {
+	var views []SessionView // one a node at most
+	ans, err := fanOutAll(ctx, c, func(ctx context.Context, a Agent) ([]SessionView, error) {
 		var v api.SessionView
 		err := c.get(ctx, a, "api/v1/sessions/"+auditID, nil, &v)
 		if errors.Is(err, ErrNotFound) {
@@ -125,11 +127,11 @@ func (c *Client) Session(ctx context.Context, auditID string) (Answer[SessionVie
 			return nil, err
 		}
 		return []SessionView{{Nodes: []string{a.Node}, SessionView: v}}, nil
-	})
+	}, func(v []SessionView) { views = append(views, v...) })
 	if err != nil {
 		return ans, err
 	}
-	ans.Items = dedupe(slices.Concat(res...), func(v SessionView) any { return v.SessionView })
+	ans.Items = dedupe(views, func(v SessionView) any { return v.SessionView })
 	slices.SortFunc(ans.Items, func(a, b SessionView) int { return cmp.Compare(a.Nodes[0], b.Nodes[0]) })
 	return ans, nil
 }
@@ -143,22 +145,19 @@ func (c *Client) Alerts(ctx context.Context, q url.Values, limit int) (Answer[Al
 // alerts is Alerts keeping only the alerts keep accepts (nil: all).
 func (c *Client) alerts(ctx context.Context, q url.Values, limit int, keep func(*store.Alert) bool) (Answer[Alert], error) {
 	limit = cmp.Or(limit, 100)
-	res, ans, err := fanOutAll(ctx, c, func(ctx context.Context, a Agent) ([]Alert, error) {
+	m := alertMerger(limit)
+	ans, err := fanOutAll(ctx, c, func(ctx context.Context, a Agent) ([]Alert, error) {
 		items, err := pagesWhere(ctx, c, a, "api/v1/alerts", q, limit, keep)
 		out := make([]Alert, len(items))
 		for i := range items {
 			out[i] = Alert{Nodes: []string{a.Node}, Alert: items[i]}
 		}
 		return out, err
-	})
+	}, m.add)
 	if err != nil {
 		return ans, err
 	}
-	all := dedupe(slices.Concat(res...), func(a Alert) any { return a.Alert })
-	slices.SortStableFunc(all, func(a, b Alert) int {
-		return cmp.Or(b.Time.Compare(a.Time), cmp.Compare(a.ID, b.ID))
-	})
-	ans.Items, ans.Truncated = truncate(all, limit)
+	ans.Items, ans.Truncated = m.result()
 	return ans, nil
 }
 
@@ -189,7 +188,9 @@ func pages[T any](ctx context.Context, c *Client, a Agent, path string, q url.Va
 
 // pagesWhere is pages keeping only the items keep accepts (nil: all); it
 // reads whole pages then, as most items may be left out, until it has
-// limit items, the agent has no more, or the node's time is up.
+// limit items, the agent has no more, or the node's time is up. A node's
+// answer is at most limit items, even from an agent that sends more
+// than it was asked for.
 func pagesWhere[T any](ctx context.Context, c *Client, a Agent, path string, q url.Values, limit int,
 	keep func(*T) bool) ([]T, error) {
 	q = cloneValues(q)
@@ -204,7 +205,7 @@ func pagesWhere[T any](ctx context.Context, c *Client, a Agent, path string, q u
 		if err := c.get(ctx, a, path, q, &p); err != nil {
 			return nil, err
 		}
-		for i := range p.Items {
+		for i := 0; i < len(p.Items) && len(out) < limit; i++ {
 			if keep == nil || keep(&p.Items[i]) {
 				out = append(out, p.Items[i])
 			}
@@ -215,16 +216,6 @@ func pagesWhere[T any](ctx context.Context, c *Client, a Agent, path string, q u
 		q.Set("cursor", p.NextCursor)
 	}
 	return out, nil
-}
-
-// mergeSessions merges the nodes' sessions: identical ones (agents that
-// share a store) once with every node, newest first, at most limit.
-func mergeSessions(res [][]Session, limit int) ([]Session, bool) {
-	all := dedupe(slices.Concat(res...), func(s Session) any { return s.Session })
-	slices.SortStableFunc(all, func(a, b Session) int {
-		return cmp.Or(b.RequestReceivedTimestamp.Compare(a.RequestReceivedTimestamp), cmp.Compare(a.AuditID, b.AuditID))
-	})
-	return truncate(all, limit)
 }
 
 // nodeLister is a merged item that names its nodes.
@@ -260,13 +251,6 @@ func dedupe[T any, P nodeLister[T]](items []T, key func(T) any) []T {
 		slices.Sort(*P(&out[i]).nodeList())
 	}
 	return out
-}
-
-func truncate[T any](items []T, limit int) ([]T, bool) {
-	if limit > 0 && len(items) > limit {
-		return items[:limit], true
-	}
-	return items, false
 }
 
 func cloneValues(q url.Values) url.Values {

@@ -82,14 +82,15 @@ func (c *Client) SessionsIn(ctx context.Context, sel Selection, q url.Values, li
 		q.Set("namespace", sel.Namespace)
 	}
 	keep := func(s *join.Session) bool { return sel.Has(s.Namespace, s.Pod) }
-	res, ans, err := fanOutAll(ctx, c, func(ctx context.Context, a Agent) ([]Session, error) {
+	m := sessionMerger(limit)
+	ans, err := fanOutAll(ctx, c, func(ctx context.Context, a Agent) ([]Session, error) {
 		items, err := pagesWhere(ctx, c, a, "api/v1/sessions", q, limit, keep)
 		return nodeItems(a, items), err
-	})
+	}, m.add)
 	if err != nil {
 		return ans, err
 	}
-	ans.Items, ans.Truncated = mergeSessions(res, limit)
+	ans.Items, ans.Truncated = m.result()
 	return ans, nil
 }
 
@@ -116,17 +117,11 @@ func (c *Client) WhoIn(ctx context.Context, sel Selection, container string, q u
 		}
 		byNode[p.Node] = append(byNode[p.Node], p)
 	}
-	var agents []Agent
-	for _, node := range slices.Sorted(maps.Keys(byNode)) {
-		a, err := c.AgentOn(ctx, node)
-		if err != nil {
-			ans.fail(Failure{Node: node, Error: err.Error()})
-			continue
-		}
-		agents = append(agents, a)
-	}
+	agents, missing := c.agentsOn(ctx, slices.Sorted(maps.Keys(byNode)))
+	ans.fail(missing...)
 	ans.Nodes = len(byNode)
-	res, fails := fanOut(ctx, c, agents, func(ctx context.Context, a Agent) ([]Session, error) {
+	m := sessionMerger(limit)
+	fails := fanOut(ctx, c, agents, func(ctx context.Context, a Agent) ([]Session, error) {
 		var out []Session
 		for _, p := range byNode[a.Node] {
 			pq := cloneValues(q)
@@ -142,10 +137,10 @@ func (c *Client) WhoIn(ctx context.Context, sel Selection, container string, q u
 			out = append(out, items...)
 		}
 		return out, nil
-	})
+	}, m.add)
 	ans.fail(fails...)
 	slices.SortFunc(ans.Unreachable, func(a, b Failure) int { return cmp.Compare(a.Node, b.Node) })
-	ans.Items, ans.Truncated = mergeSessions(res, limit)
+	ans.Items, ans.Truncated = m.result()
 	return ans, nil
 }
 
