@@ -21,7 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/execid/correlator/internal/esdouble"
+	"github.com/execid/correlator/internal/escluster"
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/bridge"
 	"github.com/execid/correlator/pkg/join"
@@ -41,17 +41,17 @@ const metricsGolden = "testdata/metrics.golden"
 // go test ./cmd/correlator -run TestMetricsPage -update rewrites it.
 func TestMetricsPage(t *testing.T) {
 	// Every optional part is on, so every family the dashboard plots is
-	// served: the Elasticsearch store and lookup (the protocol double), and
-	// three alert sinks.
-	es := esdouble.New(t)
+	// served: the Elasticsearch store and lookup (the real cluster, under a
+	// prefix of the test's own), and three alert sinks.
+	es := escluster.Shared(t)
+	esArgs, _ := esRunFlags(t, es)
 	hook := &hookReceiver{}
 	hookSrv := httptest.NewServer(hook)
 	t.Cleanup(hookSrv.Close)
 	env := newE2EEnv(t, testutil.ContainerConfig{})
-	a := env.start("--store", "elasticsearch", "--es-url", es.URL(), "--es-refresh", "wait_for",
-		"--audit-lookup", "elasticsearch",
-		"--alert-sink", "file:"+filepath.Join(env.dir, "alerts.jsonl"), "--alert-sink", "webhook:"+hookSrv.URL,
-		"--alert-sink", "elasticsearch:"+es.URL(), "--alert-spool-dir", filepath.Join(env.dir, "spool"))
+	a := env.start(append([]string{"--store", "elasticsearch", "--audit-lookup", "elasticsearch",
+		"--alert-sink", "file:" + filepath.Join(env.dir, "alerts.jsonl"), "--alert-sink", "webhook:" + hookSrv.URL,
+		"--alert-sink", "elasticsearch:" + es.URL(), "--alert-spool-dir", filepath.Join(env.dir, "spool")}, esArgs...)...)
 	m := marker()
 	// The record says an interactive shell, so a rule fires and the sinks
 	// deliver; the process itself is a plain exec.

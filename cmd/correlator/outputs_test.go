@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execid/correlator/internal/esdouble"
+	"github.com/execid/correlator/internal/escluster"
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/api"
 	"github.com/execid/correlator/pkg/store"
@@ -51,24 +51,53 @@ func (h *hookReceiver) rules() []string {
 	return out
 }
 
+// esRunFlags are the flags that put `correlator run`'s store on the real
+// cluster under an index prefix of t's own (dropped after t), and the
+// prefix.
+func esRunFlags(t *testing.T, es *escluster.Cluster) ([]string, string) {
+	t.Helper()
+	prefix := escluster.Prefix(t, es)
+	args := []string{"--es-index-prefix", prefix, "--es-refresh", "wait_for"}
+	for _, u := range es.URLs() {
+		args = append(args, "--es-url", u)
+	}
+	return append(args, esAPIKeyFlag(t)...), prefix
+}
+
+// esAPIKeyFlag passes the test cluster's API key, if it has one, as the
+// commands take it: in a file.
+func esAPIKeyFlag(t *testing.T) []string {
+	t.Helper()
+	key := os.Getenv(escluster.EnvAPIKey)
+	if key == "" {
+		return nil
+	}
+	f := filepath.Join(t.TempDir(), "es-api-key")
+	if err := os.WriteFile(f, []byte(key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--es-api-key-file", f}
+}
+
 // TestRunElasticsearchAndAlerts runs the real binary with the store in
-// Elasticsearch (the protocol double) and three alert sinks: an exec into
+// Elasticsearch (the real cluster) and three alert sinks: an exec into
 // kube-system arrives by the webhook, is stored in Elasticsearch, served by
 // the API, and raises the shipped rule's alert in the file, the webhook
-// receiver and the Elasticsearch alerts data stream.
+// receiver and the Elasticsearch alerts indices.
 func TestRunElasticsearchAndAlerts(t *testing.T) {
 	bin := buildBinary(t)
-	es := esdouble.New(t)
+	es := escluster.Shared(t)
+	esArgs, prefix := esRunFlags(t, es)
 	hook := &hookReceiver{}
 	hookSrv := httptest.NewServer(hook)
 	defer hookSrv.Close()
 	dir := t.TempDir()
 	alertsFile := filepath.Join(dir, "alerts.jsonl")
 	addr := freePort(t)
-	cmd := exec.Command(bin, "run", "--no-capture", "--listen", addr, "--insecure-no-auth",
-		"--store", "elasticsearch", "--es-url", es.URL(), "--es-refresh", "wait_for",
-		"--alert-sink", "file:"+alertsFile, "--alert-sink", "webhook:"+hookSrv.URL, "--alert-sink", "elasticsearch:"+es.URL(),
-		"--alert-spool-dir", filepath.Join(dir, "spool"), "--audit-checkpoint-dir", "")
+	cmd := exec.Command(bin, append([]string{"run", "--no-capture", "--listen", addr, "--insecure-no-auth",
+		"--store", "elasticsearch",
+		"--alert-sink", "file:" + alertsFile, "--alert-sink", "webhook:" + hookSrv.URL, "--alert-sink", "elasticsearch:" + es.URL(),
+		"--alert-spool-dir", filepath.Join(dir, "spool"), "--audit-checkpoint-dir", ""}, esArgs...)...)
 	var stderr testutil.SyncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -113,8 +142,8 @@ func TestRunElasticsearchAndAlerts(t *testing.T) {
 		return nil
 	})
 	testutil.EventuallyNil(t, func() error {
-		if n := es.DocCount("correlator-alerts"); n == 0 {
-			return fmt.Errorf("no alert in the Elasticsearch data stream; indices %v", es.Indices())
+		if n, err := es.Count(context.Background(), prefix+"-alerts*"); err != nil || n == 0 {
+			return fmt.Errorf("no alert in the Elasticsearch alerts indices %s-alerts* (%v)", prefix, err)
 		}
 		stored, delivered := storedAlerts(t, base), len(hook.rules())
 		if stored != delivered {

@@ -102,18 +102,27 @@ func firstBytes(b []byte) string {
 	return string(b)
 }
 
-// bulkItem applies one action and returns its result object.
+// bulkItem applies one bulk action, or fails it as injected, and returns
+// its result object.
 func (d *Double) bulkItem(op, target, id string, src []byte) map[string]any {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.bulkItems++
-	fail := func(e *esError) map[string]any {
+	d.itemCount++
+	if d.itemFailEvery > 0 && d.itemCount%int64(d.itemFailEvery) == 0 {
+		e := errf(d.itemFailStatus, d.itemFailType, "failure injected by the double into item %d", d.itemCount)
 		return map[string]any{"_index": target, "_id": id, "status": e.status,
 			"error": map[string]any{"type": e.typ, "reason": e.reason}}
 	}
-	d.itemCount++
-	if d.itemFailEvery > 0 && d.itemCount%int64(d.itemFailEvery) == 0 {
-		return fail(errf(d.itemFailStatus, d.itemFailType, "failure injected by the double into item %d", d.itemCount))
+	return d.applyItem(op, target, id, src)
+}
+
+// applyItem applies one action (bulk's, or a single document's) with d.mu
+// held and returns its result object.
+func (d *Double) applyItem(op, target, id string, src []byte) map[string]any {
+	fail := func(e *esError) map[string]any {
+		return map[string]any{"_index": target, "_id": id, "status": e.status,
+			"error": map[string]any{"type": e.typ, "reason": e.reason}}
 	}
 	_, isStream := d.dataStreams[target]
 	ix := d.concrete(target)

@@ -1,7 +1,9 @@
 package esdouble
 
 import (
+	"io"
 	"net/http"
+	"slices"
 )
 
 func (d *Double) getDoc(r *http.Request, name, id string) (any, int, *esError) {
@@ -20,6 +22,37 @@ func (d *Double) getDoc(r *http.Request, name, id string) (any, int, *esError) {
 	}
 	return map[string]any{"_index": name, "_id": id, "_version": dc.version, "_seq_no": dc.seq,
 		"_primary_term": 1, "found": true, "_source": dc.raw}, http.StatusOK, nil
+}
+
+// putDoc indexes one document (PUT or POST /<index>/_doc/<id>), creating
+// it only with op_type=create. Failures injected into bulk items do not
+// touch it: they stand for a loaded cluster rejecting bulk work.
+func (d *Double) putDoc(r *http.Request, name, id string) (any, int, *esError) {
+	if e := checkParams(r, "op_type", "refresh", "routing", "timeout", "wait_for_active_shards"); e != nil {
+		return nil, 0, e
+	}
+	op := r.URL.Query().Get("op_type")
+	if !slices.Contains([]string{"", "index", "create"}, op) {
+		return nil, 0, badRequest("opType must be 'create' or 'index', found: [%s]", op)
+	}
+	if op == "" {
+		op = "index"
+	}
+	src, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, 0, badRequest("reading body: %v", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	res := d.applyItem(op, name, id, src)
+	st, _ := res["status"].(int)
+	if eo, ok := res["error"].(map[string]any); ok {
+		typ, _ := eo["type"].(string)
+		reason, _ := eo["reason"].(string)
+		return nil, 0, errf(st, typ, "%s", reason)
+	}
+	delete(res, "status")
+	return res, st, nil
 }
 
 func (d *Double) refresh(r *http.Request, target string) (any, *esError) {

@@ -1,8 +1,9 @@
 // Package esdouble is a test double of Elasticsearch 8: an in-memory HTTP
 // server on loopback that speaks the subset of the REST protocol correlator
-// uses (bulk, search, get, refresh, delete-by-query, index templates,
-// mappings, ILM policies, data streams). It is NOT Elasticsearch: it does not analyse
-// text, score, shard or replicate. It is strict instead: a query clause,
+// uses (bulk, single documents, search, get, refresh, delete-by-query,
+// index templates and their simulation, mappings, ILM status and policies,
+// data streams). It is NOT Elasticsearch: it does not analyse text, score,
+// shard or replicate. It is strict instead: a query clause,
 // parameter or body key it does not understand is a 400, as a real cluster
 // answers for one it does not know, so a test cannot pass on a filter the
 // double silently ignored. Documents are visible to search as soon as the
@@ -185,8 +186,12 @@ func (d *Double) serve(w http.ResponseWriter, r *http.Request) {
 		res, status, err = d.bulk(r, "")
 	case len(parts) == 2 && parts[1] == "_bulk" && (m == http.MethodPost || m == http.MethodPut):
 		res, status, err = d.bulk(r, parts[0])
+	case len(parts) == 2 && parts[0] == "_index_template" && parts[1] == "_simulate" && m == http.MethodPost:
+		res, err = d.simulateTemplate(r)
 	case len(parts) == 2 && parts[0] == "_index_template":
 		res, err = d.indexTemplate(r, parts[1])
+	case len(parts) == 2 && parts[0] == "_ilm" && parts[1] == "status" && m == http.MethodGet:
+		res = map[string]any{"operation_mode": "RUNNING"}
 	case len(parts) == 3 && parts[0] == "_ilm" && parts[1] == "policy":
 		res, err = d.ilmPolicy(r, parts[2])
 	case len(parts) == 2 && parts[0] == "_data_stream":
@@ -207,6 +212,8 @@ func (d *Double) serve(w http.ResponseWriter, r *http.Request) {
 		res, err = d.mapping(r, parts[0])
 	case len(parts) == 3 && parts[1] == "_doc" && m == http.MethodGet:
 		res, status, err = d.getDoc(r, parts[0], parts[2])
+	case len(parts) == 3 && parts[1] == "_doc" && (m == http.MethodPut || m == http.MethodPost):
+		res, status, err = d.putDoc(r, parts[0], parts[2])
 	case len(parts) == 1 && !strings.HasPrefix(parts[0], "_") && m == http.MethodPut:
 		res, err = d.createIndex(r, parts[0])
 	case len(parts) == 1 && !strings.HasPrefix(parts[0], "_") && m == http.MethodDelete:

@@ -338,3 +338,39 @@ func TestAggregations(t *testing.T) {
 		t.Fatalf("top hit = %v", top)
 	}
 }
+
+// TestSingleDocAndProbes: a document PUT with op_type=create is created
+// once (409 after), bulk's injected failures do not reach it; a template
+// simulation is a 400 for a type the double lacks and stores nothing; ILM
+// answers its status.
+func TestSingleDocAndProbes(t *testing.T) {
+	d := New(t, WithItemFailures(1, 429, "es_rejected_execution_exception"))
+	if st, res := call(t, d, "PUT", "/m/_doc/layout?op_type=create", `{"period_seconds":86400}`); st != 201 || res["result"] != "created" {
+		t.Fatalf("create: %d %v", st, res)
+	}
+	if st, res := call(t, d, "PUT", "/m/_doc/layout?op_type=create", `{"period_seconds":60}`); st != 409 ||
+		errType(res) != "version_conflict_engine_exception" {
+		t.Fatalf("second create: %d %v", st, res)
+	}
+	if st, res := call(t, d, "GET", "/m/_doc/layout", ""); st != 200 || res["_source"].(map[string]any)["period_seconds"] != 86400.0 {
+		t.Fatalf("get: %d %v", st, res)
+	}
+	if st, res := call(t, d, "PUT", "/m/_doc/layout?op_type=upsert", `{}`); st != 400 || errType(res) != "illegal_argument_exception" {
+		t.Fatalf("bad op_type: %d %v", st, res)
+	}
+	if st, res := call(t, d, "POST", "/_index_template/_simulate",
+		`{"index_patterns":["p-x"],"template":{"mappings":{"properties":{"c":{"type":"nonesuch"}}}}}`); st != 400 ||
+		errType(res) != "mapper_parsing_exception" {
+		t.Fatalf("simulate an unknown type: %d %v", st, res)
+	}
+	if st, res := call(t, d, "POST", "/_index_template/_simulate",
+		`{"index_patterns":["p-x"],"template":{"mappings":{"properties":{"c":{"type":"wildcard"}}}}}`); st != 200 || res["template"] == nil {
+		t.Fatalf("simulate: %d %v", st, res)
+	}
+	if st, _ := call(t, d, "GET", "/_index_template/_simulate", ""); st != 404 && st != 400 {
+		t.Fatalf("simulate stored a template named _simulate: %d", st)
+	}
+	if st, res := call(t, d, "GET", "/_ilm/status", ""); st != 200 || res["operation_mode"] != "RUNNING" {
+		t.Fatalf("ILM status: %d %v", st, res)
+	}
+}

@@ -111,6 +111,31 @@ func (d *Double) indexTemplate(r *http.Request, name string) (any, *esError) {
 	return map[string]any{"acknowledged": true}, nil
 }
 
+// simulateTemplate answers POST /_index_template/_simulate: the template
+// an index matching the body's would get, or the 400 a mapping the double
+// cannot compile gets (a field type it lacks). Nothing is stored.
+func (d *Double) simulateTemplate(r *http.Request) (any, *esError) {
+	if e := checkParams(r, "master_timeout", "include_defaults", "create", "cause"); e != nil {
+		return nil, e
+	}
+	var body map[string]any
+	if e := decodeBody(r, &body); e != nil {
+		return nil, e
+	}
+	if e := knownKeys("index_template", body, "index_patterns", "priority", "template", "data_stream",
+		"composed_of", "_meta", "version", "allow_auto_create"); e != nil {
+		return nil, e
+	}
+	tm, _ := body["template"].(map[string]any)
+	mappings, _ := tm["mappings"].(map[string]any)
+	if _, err := compileMappings(mappings); err != nil {
+		return nil, errf(http.StatusBadRequest, "mapper_parsing_exception", "%v", err)
+	}
+	settings, _ := tm["settings"].(map[string]any)
+	return map[string]any{"template": map[string]any{"mappings": cloneJSON(mappings), "settings": cloneJSON(settings),
+		"aliases": map[string]any{}}, "overlapping": []any{}}, nil
+}
+
 func overlaps(a, b []string) bool {
 	for _, x := range a {
 		for _, y := range b {

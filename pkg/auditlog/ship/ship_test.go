@@ -12,16 +12,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/execid/correlator/internal/esdouble"
+	"github.com/execid/correlator/internal/escluster"
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/store/elasticsearch"
 )
 
 // TestAuditShip: the control-plane role tails a real audit log into
-// Elasticsearch (the double), and a node's lookup finds the record there.
+// Elasticsearch (the real cluster, under an index prefix of its own), and
+// a node's lookup finds the record there.
 func TestAuditShip(t *testing.T) {
-	es := esdouble.New(t)
+	es := escluster.Shared(t)
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "audit.log")
 	req := testutil.ExecRequest{AuditID: testutil.RandomUUID(), User: "alice", Namespace: "shop", Pod: "web-0",
@@ -31,7 +32,7 @@ func TestAuditShip(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := elasticsearch.DefaultConfig()
-	cfg.URLs, cfg.Refresh = []string{es.URL()}, "wait_for"
+	cfg.URLs, cfg.APIKey, cfg.IndexPrefix, cfg.Refresh = es.URLs(), os.Getenv(escluster.EnvAPIKey), escluster.Prefix(t, es), "wait_for"
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	st, err := elasticsearch.Open(ctx, cfg, zerolog.Nop(), nil)
@@ -68,9 +69,20 @@ func TestAuditShip(t *testing.T) {
 	if r := recs[0]; r.User.Username != "alice" || r.Pod != "web-0" || !slices.Equal(r.Command, req.Command) {
 		t.Errorf("shipped record %+v", r)
 	}
-	if n := es.DocCount("correlator-audit"); n != 3 {
-		t.Errorf("audit index holds %d stages, want the 3 of the exec and not the list", n)
-	}
+	// The lookup may see a write before it returns (on a refreshed
+	// primary, its replica not yet refreshed): poll the count as well.
+	testutil.EventuallyNil(t, func() error {
+		n, err := es.Count(ctx, cfg.IndexPrefix+"-audit*")
+		switch {
+		case err != nil:
+			return err
+		case n > 3:
+			t.Fatalf("audit indices hold %d stages, want the 3 of the exec and not the list", n)
+		case n < 3:
+			return fmt.Errorf("audit indices hold %d of the exec's 3 stages", n)
+		}
+		return nil
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("ship: %v", err)

@@ -9,35 +9,35 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/execid/correlator/internal/esdouble"
 	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 	"github.com/execid/correlator/pkg/vocab"
 )
 
-// countingTransport counts the bytes of _bulk request bodies.
-type countingTransport struct{ bulkBytes atomic.Int64 }
+// countingTransport counts the bytes of _bulk request bodies and the
+// search requests.
+type countingTransport struct{ bulkBytes, searches atomic.Int64 }
 
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if strings.HasSuffix(r.URL.Path, "/_bulk") && r.ContentLength > 0 {
 		c.bulkBytes.Add(r.ContentLength)
 	}
+	if strings.HasSuffix(r.URL.Path, "/_search") {
+		c.searches.Add(1)
+	}
 	return http.DefaultTransport.RoundTrip(r)
 }
 
 // BenchmarkBulkIndexProcesses indexes batches of 1000 realistic process
-// records into the double over loopback HTTP: documents per second and
-// bytes of bulk body per document.
+// records into the real cluster over loopback HTTP: documents per second
+// and bytes of bulk body per document. Writes do not wait for the refresh,
+// as an agent's do not.
 func BenchmarkBulkIndexProcesses(b *testing.B) {
-	d := esdouble.New(b)
+	cfg := clusterConfig(b)
 	ct := &countingTransport{}
-	s, err := Open(context.Background(), Config{URLs: []string{d.URL()}, Transport: ct}, zerolog.Nop(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	cfg.Transport, cfg.Refresh = ct, "false"
+	s := openCluster(b, cfg)
 	const batch = 1000
 	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	mk := func(round int) []join.Process {

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
-	"github.com/execid/correlator/internal/esdouble"
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/store"
 )
@@ -37,40 +36,55 @@ func agentDoc(event string) string {
 		`"event":{"kind":"event","action":"create"},"kubernetes":{"audit":` + event + `}}`
 }
 
-// installAgentTemplate mirrors the integration's mapping of the fields the
-// lookup queries (kubernetes.audit.auditID is a keyword there).
-func installAgentTemplate(t *testing.T, d *esdouble.Double) {
-	t.Helper()
-	body := `{"index_patterns":["logs-kubernetes.audit_logs-*"],"data_stream":{},"priority":200,"template":{"mappings":{"properties":{
-		"@timestamp":{"type":"date"},"kubernetes":{"properties":{"audit":{"properties":{"auditID":{"type":"keyword"},"stage":{"type":"keyword"},
-		"user":{"properties":{"username":{"type":"keyword"}}}}}}}}}}}`
-	req, _ := http.NewRequest("PUT", d.URL()+"/_index_template/logs-kubernetes.audit_logs", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil || res.StatusCode != 200 {
-		t.Fatalf("installing agent template: %v %v", res, err)
-	}
-	res.Body.Close()
+// agentIndex is where a test's Elastic Agent documents go: under a pattern
+// of the test's own, LookupConfig.Pattern, since the integration's
+// logs-kubernetes.audit_logs-* is shared by the whole cluster. It is a
+// plain index, not the data stream Elastic Agent writes: this cluster
+// (no data-streams module) can create a data stream but never delete one,
+// and the lookup's search reads both alike.
+func agentIndex(cfg Config) (pattern, index string) {
+	pattern = "logs-kubernetes.audit_logs-" + cfg.IndexPrefix
+	return pattern + "*", pattern + "-default"
 }
 
-func postBulk(t *testing.T, d *esdouble.Double, lines ...string) {
+// installAgentIndex puts a template mirroring the integration's mapping of
+// the fields the lookup queries (kubernetes.audit.auditID is a keyword
+// there) over the test's agent pattern, and deletes the index at the end
+// (the template is under cfg's prefix, which clusterConfig drops).
+func installAgentIndex(t *testing.T, c *conn, cfg Config) (pattern, index string) {
 	t.Helper()
-	res, err := http.Post(d.URL()+"/_bulk", "application/x-ndjson", strings.NewReader(strings.Join(lines, "\n")+"\n"))
+	pattern, index = agentIndex(cfg)
+	body := json.RawMessage(`{"index_patterns":["` + pattern + `"],"priority":200,"template":{"mappings":{"properties":{
+		"@timestamp":{"type":"date"},"kubernetes":{"properties":{"audit":{"properties":{"auditID":{"type":"keyword"},"stage":{"type":"keyword"},
+		"user":{"properties":{"username":{"type":"keyword"}}}}}}}}}}}`)
+	if err := c.put(context.Background(), "/_index_template/"+cfg.IndexPrefix+"-agent-audit", body, ""); err != nil {
+		t.Fatalf("installing the agent template: %v", err)
+	}
+	t.Cleanup(func() { _ = c.do(context.Background(), http.MethodDelete, "/"+index, nil, nil, nil) })
+	return pattern, index
+}
+
+// postBulk sends NDJSON lines to _bulk, searchable when it returns.
+func postBulk(t *testing.T, c *conn, lines ...string) {
+	t.Helper()
+	res, err := c.es.Bulk(strings.NewReader(strings.Join(lines, "\n")+"\n"), c.es.Bulk.WithRefresh("wait_for"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
 	var out struct{ Errors bool }
-	if err := json.NewDecoder(res.Body).Decode(&out); err != nil || out.Errors {
-		t.Fatalf("bulk: %v errors=%v", err, out.Errors)
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil || res.IsError() || out.Errors {
+		t.Fatalf("bulk: %s %v errors=%v", res.Status(), err, out.Errors)
 	}
 }
 
+// TestLookupBothSources: records the store wrote (as `audit ship` does)
+// and Elastic Agent's are merged into one, on the real cluster; answers
+// are cached, so repeated lookups send no search.
 func TestLookupBothSources(t *testing.T) {
 	ctx := context.Background()
-	d := esdouble.New(t)
-	installAgentTemplate(t, d)
-	s := openDouble(t, d, Config{})
+	cfg := clusterConfig(t)
+	s := openCluster(t, cfg)
 	// Ours: two stages of a1 written by the store (as `audit ship` does).
 	if err := s.WriteAuditRecords(ctx, []store.AuditRecord{
 		{AuditID: "a1", Stage: "RequestReceived", StageTimestamp: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC),
@@ -80,14 +94,18 @@ func TestLookupBothSources(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// Elastic Agent's: the last stage of a1, and all of a2.
-	postBulk(t, d,
-		`{"create":{"_index":"logs-kubernetes.audit_logs-default"}}`, agentDoc(execEvent("a1", "ResponseComplete", "alice", 5)),
-		`{"create":{"_index":"logs-kubernetes.audit_logs-default"}}`, agentDoc(execEvent("a2", "ResponseComplete", "bob", 7)),
-		`{"create":{"_index":"logs-kubernetes.audit_logs-default"}}`, agentDoc(execEvent("a2", "ResponseComplete", "bob", 7)),
+	// Elastic Agent's: the last stage of a1, and all of a2 twice.
+	pattern, index := installAgentIndex(t, s.c, cfg)
+	create := `{"create":{"_index":"` + index + `"}}`
+	postBulk(t, s.c,
+		create, agentDoc(execEvent("a1", "ResponseComplete", "alice", 5)),
+		create, agentDoc(execEvent("a2", "ResponseComplete", "bob", 7)),
+		create, agentDoc(execEvent("a2", "ResponseComplete", "bob", 7)),
 	)
 	reg := prometheus.NewRegistry()
-	l, err := NewLookup(Config{URLs: []string{d.URL()}}, LookupConfig{}, zerolog.Nop(), reg)
+	ct := &countingTransport{}
+	l, err := NewLookup(Config{URLs: cfg.URLs, APIKey: cfg.APIKey, IndexPrefix: cfg.IndexPrefix, Transport: ct},
+		LookupConfig{Pattern: pattern}, zerolog.Nop(), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,15 +128,18 @@ func TestLookupBothSources(t *testing.T) {
 	if recs, err := l.LookupExec(ctx, "absent"); err != nil || len(recs) != 0 {
 		t.Fatalf("LookupExec(absent) = %v, %v", recs, err)
 	}
+	if n := ct.searches.Load(); n != 3 {
+		t.Fatalf("three lookups sent %d searches", n)
+	}
 
 	// Cached: the same questions do not reach the cluster again.
-	before := d.Stats().SearchRequests
+	before := ct.searches.Load()
 	for _, id := range []string{"a1", "a2", "absent"} {
 		if _, err := l.LookupExec(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := d.Stats().SearchRequests - before; n != 0 {
+	if n := ct.searches.Load() - before; n != 0 {
 		t.Fatalf("cached lookups sent %d searches", n)
 	}
 	// Negative answers expire after NegativeTTL.
@@ -126,7 +147,7 @@ func TestLookupBothSources(t *testing.T) {
 	if _, err := l.LookupExec(ctx, "absent"); err != nil {
 		t.Fatal(err)
 	}
-	if n := d.Stats().SearchRequests - before; n != 1 {
+	if n := ct.searches.Load() - before; n != 1 {
 		t.Fatalf("expired negative answer sent %d searches, want 1", n)
 	}
 	for res, want := range map[string]float64{"found": 2, "not_found": 2, "cached_found": 2, "cached_not_found": 1} {
@@ -136,15 +157,15 @@ func TestLookupBothSources(t *testing.T) {
 	}
 }
 
+// TestLookupErrorsAreNotCached: a cluster that does not answer (a closed
+// port) fails the lookup, and the failure is not remembered as "absent".
 func TestLookupErrorsAreNotCached(t *testing.T) {
-	d := esdouble.New(t)
-	l, err := NewLookup(Config{URLs: []string{d.URL()}, RetryInitial: time.Millisecond}, LookupConfig{}, zerolog.Nop(), nil)
+	l, err := NewLookup(Config{URLs: []string{"http://127.0.0.1:1"}, RetryInitial: time.Millisecond}, LookupConfig{}, zerolog.Nop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.Close()
 	if _, err := l.LookupExec(context.Background(), "a1"); err == nil {
-		t.Fatal("lookup against a stopped server succeeded")
+		t.Fatal("lookup against a closed port succeeded")
 	}
 	if l.cache.Len() != 0 {
 		t.Fatal("an error was cached")
@@ -152,8 +173,8 @@ func TestLookupErrorsAreNotCached(t *testing.T) {
 }
 
 func TestLookupRateLimit(t *testing.T) {
-	d := esdouble.New(t)
-	l, err := NewLookup(Config{URLs: []string{d.URL()}}, LookupConfig{QPS: 0.001, Burst: 1}, zerolog.Nop(), nil)
+	cfg := clusterConfig(t)
+	l, err := NewLookup(cfg, LookupConfig{Pattern: "-", QPS: 0.001, Burst: 1}, zerolog.Nop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/execid/correlator/internal/esdouble"
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/join"
@@ -170,21 +169,21 @@ func sameJSON(t *testing.T, what string, got, want any) {
 
 // TestOpenRefusesConflictingMapping: an existing index whose field has
 // another type cannot be brought up to date, and Open says so rather than
-// failing every write later.
+// failing every write later (on the real cluster).
 func TestOpenRefusesConflictingMapping(t *testing.T) {
-	d := esdouble.New(t)
-	cfg := Config{URLs: []string{d.URL()}}.withDefaults()
+	cfg := clusterConfig(t).withDefaults()
 	c, err := dial(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body := map[string]any{"mappings": map[string]any{"dynamic": "strict", "properties": map[string]any{
 		"correlator": obj(map[string]any{"audit_id": long})}}}
-	if err := c.put(context.Background(), "/correlator-processes", body, ""); err != nil {
+	legacy := namesFor(cfg.IndexPrefix, 0).legacy(kindProcesses)
+	if err := c.put(context.Background(), "/"+legacy, body, ""); err != nil {
 		t.Fatal(err)
 	}
 	_, err = Open(context.Background(), cfg, zerolog.Nop(), nil)
-	if err == nil || !strings.Contains(err.Error(), "updating mapping of correlator-processes") ||
+	if err == nil || !strings.Contains(err.Error(), "updating mapping of "+legacy) ||
 		!strings.Contains(err.Error(), "cannot be changed from type [long] to [keyword]") {
 		t.Fatalf("Open over a conflicting mapping: %v", err)
 	}
