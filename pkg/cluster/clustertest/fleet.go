@@ -56,6 +56,9 @@ type Options struct {
 	Hanging int
 	// Sessions is how many sessions each answering agent holds (0: 1).
 	Sessions int
+	// Reader, when set, is what node's agent serves instead of the
+	// generated sessions (a real store of that node's data).
+	Reader func(node string) api.Reader
 }
 
 // Fleet is a running stand-in.
@@ -102,7 +105,11 @@ func Start(tb testing.TB, o Options) *Fleet {
 			continue
 		}
 		f.Answering = append(f.Answering, node)
-		f.agents[p.Name] = api.NewHandler(f.agentStore(node, i), api.Config{Auth: proxiedAuth{}}, zerolog.Nop())
+		var r api.Reader = f.agentStore(node, i)
+		if o.Reader != nil {
+			r = o.Reader(node)
+		}
+		f.agents[p.Name] = api.NewHandler(r, api.Config{Auth: proxiedAuth{}}, zerolog.Nop())
 	}
 	var err error
 	if f.podList, err = json.Marshal(&pl); err != nil {

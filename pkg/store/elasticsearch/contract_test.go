@@ -2,7 +2,6 @@ package elasticsearch
 
 import (
 	"context"
-	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -27,31 +26,7 @@ func clusterConfig(t testing.TB) Config {
 		IndexPrefix: prefix, Refresh: "wait_for", SessionProcessLimit: storetest.SessionProcessLimit,
 		RetryInitial: 10 * time.Millisecond,
 	}
-	c, err := dial(cfg.withDefaults())
-	if err != nil {
-		t.Fatalf("dialing: %v", err)
-	}
-	t.Cleanup(func() { dropPrefix(c, prefix) })
 	return cfg
-}
-
-// dropPrefix deletes what a store of prefix made. Indices go by name: the
-// cluster refuses to delete through a wildcard
-// (action.destructive_requires_name), so "DELETE /<prefix>-*" deletes
-// nothing.
-func dropPrefix(c *conn, prefix string) {
-	ctx := context.Background()
-	var rows []struct {
-		Index string `json:"index"`
-	}
-	_ = c.do(ctx, "GET", "/_cat/indices/"+prefix+"-*",
-		url.Values{"format": {"json"}, "h": {"index"}, "expand_wildcards": {"all"}}, nil, &rows)
-	for _, r := range rows {
-		_ = c.do(ctx, "DELETE", "/"+r.Index, nil, nil, nil)
-	}
-	for _, p := range []string{"/_data_stream/" + prefix + "-*", "/_index_template/" + prefix + "-*"} {
-		_ = c.do(ctx, "DELETE", p, nil, nil, nil)
-	}
 }
 
 func openCluster(t testing.TB, cfg Config) *Store {
