@@ -35,8 +35,8 @@ func (s *Store) walk(ctx context.Context, index string, query map[string]any, fn
 	for {
 		body := map[string]any{
 			"query": query, "size": retentionPage,
-			"pit":   map[string]any{"id": pit.ID, "keep_alive": "5m"},
-			"sort":  []any{map[string]any{"_shard_doc": "asc"}},
+			"pit":  map[string]any{"id": pit.ID, "keep_alive": "5m"},
+			"sort": []any{map[string]any{"_shard_doc": "asc"}},
 		}
 		if after != nil {
 			body["search_after"] = after
