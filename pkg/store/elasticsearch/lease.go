@@ -16,7 +16,12 @@ import (
 // pass an interval, whoever ticks first after the last pass ended. A
 // holder that dies keeps the others out only until its lease expires.
 
-const leaseDocID = "retention-lease"
+// leaseDocID is the store's lease; alertsLeaseDocID an alert sink's, whose
+// passes drop alert indices only.
+const (
+	leaseDocID       = "retention-lease"
+	alertsLeaseDocID = "alerts-retention-lease"
+)
 
 // leaseDoc is the lease as stored. Times are Unix milliseconds of the
 // holder's clock; agents' clocks are assumed within minutes of each other.
@@ -34,7 +39,7 @@ type lease struct {
 	seq, term   int64
 	lastDone    int64
 	ttl         time.Duration
-	idx         string
+	idx, id     string
 	renewFailed bool
 }
 
@@ -57,9 +62,9 @@ var errLeaseHeld = errors.New("retention lease held or pass done recently")
 // takeLease takes the lease for holder when nobody holds it and the last
 // pass ended at least interval ago. It returns errLeaseHeld when it may
 // not run now.
-func (c *conn) takeLease(ctx context.Context, n names, holder string, ttl, interval time.Duration, now time.Time) (*lease, error) {
+func (c *conn) takeLease(ctx context.Context, n names, id, holder string, ttl, interval time.Duration, now time.Time) (*lease, error) {
 	var cur versioned
-	err := c.do(ctx, http.MethodGet, "/"+n.meta+"/_doc/"+leaseDocID, nil, nil, &cur)
+	err := c.do(ctx, http.MethodGet, "/"+n.meta+"/_doc/"+id, nil, nil, &cur)
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
@@ -85,14 +90,14 @@ func (c *conn) takeLease(ctx context.Context, n names, holder string, ttl, inter
 		q.Set("op_type", "create")
 	}
 	var w writeAnswer
-	err = c.do(ctx, http.MethodPut, "/"+n.meta+"/_doc/"+leaseDocID, q, doc, &w)
+	err = c.do(ctx, http.MethodPut, "/"+n.meta+"/_doc/"+id, q, doc, &w)
 	if errors.As(err, &ae) && ae.Status == http.StatusConflict {
 		return nil, errLeaseHeld // another agent took it between our read and write
 	}
 	if err != nil {
 		return nil, fmt.Errorf("taking the retention lease: %w", err)
 	}
-	return &lease{holder: holder, seq: w.SeqNo, term: w.PrimaryTerm, lastDone: doc.LastDone, ttl: ttl, idx: n.meta}, nil
+	return &lease{holder: holder, seq: w.SeqNo, term: w.PrimaryTerm, lastDone: doc.LastDone, ttl: ttl, idx: n.meta, id: id}, nil
 }
 
 // write replaces the lease document if nobody changed it since we did.
@@ -100,7 +105,7 @@ func (l *lease) write(ctx context.Context, c *conn, doc leaseDoc) error {
 	q := url.Values{"if_seq_no": {strconv.FormatInt(l.seq, 10)},
 		"if_primary_term": {strconv.FormatInt(l.term, 10)}}
 	var w writeAnswer
-	if err := c.do(ctx, http.MethodPut, "/"+l.idx+"/_doc/"+leaseDocID, q, doc, &w); err != nil {
+	if err := c.do(ctx, http.MethodPut, "/"+l.idx+"/_doc/"+l.id, q, doc, &w); err != nil {
 		return err
 	}
 	l.seq, l.term = w.SeqNo, w.PrimaryTerm

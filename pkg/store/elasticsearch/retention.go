@@ -34,8 +34,10 @@ func (s *Store) DeleteOlderThan(ctx context.Context, t time.Time) (store.Deleted
 // retain is one pass; l (may be nil) is renewed as it goes.
 func (s *Store) retain(ctx context.Context, t time.Time, l *lease) (store.Deleted, error) {
 	var d store.Deleted
-	if err := s.migrateLegacy(ctx, l); err != nil {
-		return d, err
+	if s.kinds == nil {
+		if err := s.migrateLegacy(ctx, l); err != nil {
+			return d, err
+		}
 	}
 	if err := s.refresh(ctx); err != nil {
 		return d, fmt.Errorf("refreshing before retention: %w", err)
@@ -43,6 +45,9 @@ func (s *Store) retain(ctx context.Context, t time.Time, l *lease) (store.Delete
 	counts := map[kind]*int64{kindProcesses: &d.Processes, kindSessions: &d.Sessions,
 		kindAudit: &d.AuditRecords, kindAlerts: &d.Alerts}
 	for _, k := range retentionOrder {
+		if s.kinds != nil && !slices.Contains(s.kinds, k) {
+			continue
+		}
 		n, err := s.retainKind(ctx, k, t, l)
 		*counts[k] += n
 		if err != nil {
@@ -229,7 +234,7 @@ func (r leased) DeleteOlderThan(ctx context.Context, t time.Time) (store.Deleted
 // RetainOnce runs one pass if this store takes the lease (see
 // RunRetention), and reports store.Deleted{} and nil when it does not.
 func (s *Store) RetainOnce(ctx context.Context, t time.Time, interval time.Duration) (store.Deleted, error) {
-	l, err := s.c.takeLease(ctx, s.n, s.holder, s.cfg.LeaseTTL, interval, s.now())
+	l, err := s.c.takeLease(ctx, s.n, s.leaseID, s.holder, s.cfg.LeaseTTL, interval, s.now())
 	if errors.Is(err, errLeaseHeld) {
 		s.metrics.passes.WithLabelValues("skipped").Inc()
 		return store.Deleted{}, nil

@@ -217,7 +217,7 @@ func TestRetentionLeaseOneJobPerCluster(t *testing.T) {
 	}
 
 	// A holder that died mid-pass: its lease holds until it expires.
-	dead, err := stores[0].c.takeLease(ctx, stores[0].n, "dead", time.Minute, 0, time.Now())
+	dead, err := stores[0].c.takeLease(ctx, stores[0].n, leaseDocID, "dead", time.Minute, 0, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package elasticsearch
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -20,12 +21,16 @@ type AlertSink struct {
 	n       names
 	metrics *bulkMetrics
 	log     zerolog.Logger
+	// stop ends the alerts retention loop (nil when none runs); done is
+	// closed when it has.
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // NewAlertSink connects and installs the alerts indices' template
 // (idempotently), with an ILM delete policy of cfg.Retention where the
-// cluster has ILM; where it has none, alert indices are dropped by a
-// store's retention pass on the same prefix. reg may be nil.
+// cluster has ILM; where it has none, the sink drops alert indices older
+// than that itself (see runRetention). reg may be nil.
 func NewAlertSink(ctx context.Context, cfg Config, log zerolog.Logger, reg prometheus.Registerer) (*AlertSink, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -44,8 +49,27 @@ func NewAlertSink(ctx context.Context, cfg Config, log zerolog.Logger, reg prome
 	if err != nil {
 		return nil, err
 	}
-	return &AlertSink{c: c, n: namesFor(cfg.IndexPrefix, period), metrics: m,
-		log: log.With().Str("component", "alert-sink-elasticsearch").Logger()}, nil
+	a := &AlertSink{c: c, n: namesFor(cfg.IndexPrefix, period), metrics: m,
+		log: log.With().Str("component", "alert-sink-elasticsearch").Logger()}
+	if cfg.Retention > 0 && cfg.RetentionMode == RetentionLease && !c.hasILM(ctx) {
+		a.runRetention(cfg, reg)
+	}
+	return a, nil
+}
+
+// runRetention drops alert indices older than cfg.Retention on a cluster
+// without ILM, hourly, once per cluster under a lease of its own: the
+// store's passes (if the store is Elasticsearch too) drop them as well.
+func (a *AlertSink) runRetention(cfg Config, reg prometheus.Registerer) {
+	st := &Store{c: a.c, cfg: cfg, n: a.n, log: a.log, now: time.Now, holder: holderName(cfg.Holder),
+		metrics: newStoreMetrics(reg, "alert_sink"), kinds: []kind{kindAlerts}, leaseID: alertsLeaseDocID}
+	st.metrics.bulk = a.metrics
+	ctx, stop := context.WithCancel(context.Background())
+	a.stop, a.done = stop, make(chan struct{})
+	go func() {
+		defer close(a.done)
+		_ = st.RunRetention(ctx, cfg.Retention, time.Hour)
+	}()
 }
 
 // Name names the sink in logs and metrics.
@@ -68,5 +92,12 @@ func (a *AlertSink) Deliver(ctx context.Context, alerts []store.Alert) error {
 	return nil
 }
 
-// Close has nothing to release: the sink holds no buffer.
-func (a *AlertSink) Close() error { return nil }
+// Close stops the alerts retention loop, if one runs; the sink holds no
+// buffer.
+func (a *AlertSink) Close() error {
+	if a.stop != nil {
+		a.stop()
+		<-a.done
+	}
+	return nil
+}

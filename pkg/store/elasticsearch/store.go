@@ -38,6 +38,10 @@ type Store struct {
 	now     func() time.Time
 	// holder names this store in the retention lease.
 	holder string
+	// kinds are those its retention passes drop (nil: all), under the
+	// lease document leaseID.
+	kinds   []kind
+	leaseID string
 }
 
 // storeMetrics are the store's bulk counters and its retention passes.
@@ -47,18 +51,28 @@ type storeMetrics struct {
 	dropped prometheus.Counter
 }
 
-func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
+// newStoreMetrics registers the store's counters on reg (may be nil),
+// named correlator_es_<role>_...; the store's role is "store".
+func newStoreMetrics(reg prometheus.Registerer, role string) *storeMetrics {
 	f := promauto.With(reg)
+	name := func(s string) string {
+		if role == "store" {
+			return "correlator_es_" + s // the names dashboards know
+		}
+		return "correlator_es_" + role + "_" + s
+	}
 	m := &storeMetrics{
-		bulk: newBulkMetrics(reg, "correlator_es_store_bulk_items_total", "correlator_es_store_bulk_requests_total"),
 		passes: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "correlator_es_retention_passes_total",
+			Name: name("retention_passes_total"),
 			Help: "Elasticsearch retention passes this agent was due, by result: ran (it held the lease), skipped (another agent held it, or a pass ended less than an interval ago), error.",
 		}, []string{"result"}),
 		dropped: f.NewCounter(prometheus.CounterOpts{
-			Name: "correlator_es_retention_indices_dropped_total",
+			Name: name("retention_indices_dropped_total"),
 			Help: "Elasticsearch indices this agent's retention passes deleted whole.",
 		}),
+	}
+	if role == "store" {
+		m.bulk = newBulkMetrics(reg, "correlator_es_store_bulk_items_total", "correlator_es_store_bulk_requests_total")
 	}
 	for _, r := range []string{"ran", "skipped", "error"} {
 		m.passes.WithLabelValues(r)
@@ -78,7 +92,8 @@ func Open(ctx context.Context, cfg Config, log zerolog.Logger, reg prometheus.Re
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{c: c, cfg: cfg, metrics: newStoreMetrics(reg), now: time.Now, holder: holderName(cfg.Holder),
+	s := &Store{c: c, cfg: cfg, metrics: newStoreMetrics(reg, "store"), now: time.Now, holder: holderName(cfg.Holder),
+		leaseID: leaseDocID,
 		log: log.With().Str("component", "store-elasticsearch").Logger()}
 	version, err := c.version(ctx)
 	if err != nil {

@@ -26,8 +26,10 @@ func (s *Store) walk(ctx context.Context, index string, query map[string]any, fn
 		return fmt.Errorf("opening a point in time on %s: %w", index, err)
 	}
 	defer func() {
+		// A point in time the cluster already freed (404) is closed; one
+		// left open expires with its keep-alive.
 		cerr := s.c.do(context.WithoutCancel(ctx), http.MethodDelete, "/_pit", nil, map[string]any{"id": pit.ID}, nil)
-		if err == nil && cerr != nil {
+		if err == nil && cerr != nil && !(errors.As(cerr, &ae) && ae.Status == http.StatusNotFound) {
 			err = fmt.Errorf("closing a point in time on %s: %w", index, cerr)
 		}
 	}()

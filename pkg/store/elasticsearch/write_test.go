@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
 	"github.com/execid/correlator/internal/esdouble"
+	itest "github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
@@ -175,6 +177,7 @@ func TestAlertSink(t *testing.T) {
 	cfg := clusterConfig(t)
 	sinkCfg := cfg
 	sinkCfg.Retention = 24 * time.Hour
+	sinkCfg.RetentionMode = RetentionOff // TestAlertSinkRetention runs the passes
 	sink, err := NewAlertSink(ctx, sinkCfg, zerolog.Nop(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +205,66 @@ func TestAlertSink(t *testing.T) {
 	if err := sink.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestAlertSinkRetention: an alert sink on a cluster without ILM (and a
+// store elsewhere) drops alert indices older than its retention itself,
+// under a lease: alerts from March go, today's stay.
+func TestAlertSinkRetention(t *testing.T) {
+	ctx := context.Background()
+	cfg := clusterConfig(t)
+	quiet := cfg
+	quiet.RetentionMode = RetentionOff
+	writer, err := NewAlertSink(ctx, quiet, zerolog.Nop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := deliverTwice(t, writer)
+	fresh := store.Alert{ID: "now", Time: time.Now(), Rule: "shell", Severity: "low"}
+	if err := writer.Deliver(ctx, []store.Alert{fresh}); err != nil {
+		t.Fatal(err)
+	}
+	s := openCluster(t, cfg)
+	if got, _, err := s.ListAlerts(ctx, store.AlertFilter{}); err != nil || len(got) != len(old)+1 {
+		t.Fatalf("before retention: %d alerts, %v (positive control)", len(got), err)
+	}
+	cfg.Retention = 24 * time.Hour
+	reg := prometheus.NewRegistry()
+	sink, err := NewAlertSink(ctx, cfg, zerolog.Nop(), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	itest.Eventually(t, "the sink's retention dropped March's alerts", func() bool {
+		got, _, err := s.ListAlerts(ctx, store.AlertFilter{})
+		return err == nil && len(got) == 1 && got[0].ID == "now" && sinkPassesRan(t, reg) > 0
+	})
+	if ran := sinkPassesRan(t, reg); ran != 1 {
+		t.Errorf("alert sink retention passes ran = %v, want 1", ran)
+	}
+}
+
+// sinkPassesRan reads correlator_es_alert_sink_retention_passes_total{result="ran"}.
+func sinkPassesRan(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "correlator_es_alert_sink_retention_passes_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == "ran" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatal("no correlator_es_alert_sink_retention_passes_total{result=ran}")
+	return 0
 }
 
 // TestAlertSinkILMPolicy runs on the double because it has ILM, which the
