@@ -62,7 +62,7 @@ func NewAlertSink(ctx context.Context, cfg Config, log zerolog.Logger, reg prome
 // store's passes (if the store is Elasticsearch too) drop them as well.
 func (a *AlertSink) runRetention(cfg Config, reg prometheus.Registerer) {
 	st := &Store{c: a.c, cfg: cfg, n: a.n, log: a.log, now: time.Now, holder: holderName(cfg.Holder),
-		metrics: newStoreMetrics(reg, "alert_sink"), kinds: []kind{kindAlerts}, leaseID: alertsLeaseDocID}
+		metrics: newStoreMetrics(reg, sinkRetentionNames, false), kinds: []kind{kindAlerts}, leaseID: alertsLeaseDocID}
 	st.metrics.bulk = a.metrics
 	ctx, stop := context.WithCancel(context.Background())
 	a.stop, a.done = stop, make(chan struct{})

@@ -51,27 +51,28 @@ type storeMetrics struct {
 	dropped prometheus.Counter
 }
 
-// newStoreMetrics registers the store's counters on reg (may be nil),
-// named correlator_es_<role>_...; the store's role is "store".
-func newStoreMetrics(reg prometheus.Registerer, role string) *storeMetrics {
+// Retention metric names: the store's, and an alert sink's (whose
+// passes drop alert indices only).
+var (
+	storeRetentionNames = [2]string{"correlator_es_retention_passes_total", "correlator_es_retention_indices_dropped_total"}
+	sinkRetentionNames  = [2]string{"correlator_es_alert_sink_retention_passes_total", "correlator_es_alert_sink_retention_indices_dropped_total"}
+)
+
+// newStoreMetrics registers the retention counters named names on reg
+// (may be nil), and with bulk the store's bulk counters.
+func newStoreMetrics(reg prometheus.Registerer, names [2]string, bulk bool) *storeMetrics {
 	f := promauto.With(reg)
-	name := func(s string) string {
-		if role == "store" {
-			return "correlator_es_" + s // the names dashboards know
-		}
-		return "correlator_es_" + role + "_" + s
-	}
 	m := &storeMetrics{
 		passes: f.NewCounterVec(prometheus.CounterOpts{
-			Name: name("retention_passes_total"),
+			Name: names[0],
 			Help: "Elasticsearch retention passes this agent was due, by result: ran (it held the lease), skipped (another agent held it, or a pass ended less than an interval ago), error.",
 		}, []string{"result"}),
 		dropped: f.NewCounter(prometheus.CounterOpts{
-			Name: name("retention_indices_dropped_total"),
+			Name: names[1],
 			Help: "Elasticsearch indices this agent's retention passes deleted whole.",
 		}),
 	}
-	if role == "store" {
+	if bulk {
 		m.bulk = newBulkMetrics(reg, "correlator_es_store_bulk_items_total", "correlator_es_store_bulk_requests_total")
 	}
 	for _, r := range []string{"ran", "skipped", "error"} {
@@ -92,7 +93,7 @@ func Open(ctx context.Context, cfg Config, log zerolog.Logger, reg prometheus.Re
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{c: c, cfg: cfg, metrics: newStoreMetrics(reg, "store"), now: time.Now, holder: holderName(cfg.Holder),
+	s := &Store{c: c, cfg: cfg, metrics: newStoreMetrics(reg, storeRetentionNames, true), now: time.Now, holder: holderName(cfg.Holder),
 		leaseID: leaseDocID,
 		log: log.With().Str("component", "store-elasticsearch").Logger()}
 	version, err := c.version(ctx)
