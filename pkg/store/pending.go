@@ -44,6 +44,24 @@ func (p *pending) add(b Batch, whole bool) {
 	p.rows += len(b.AuditRecords) + len(b.Alerts)
 }
 
+// newRows is how many rows adding b would add: a session or process
+// already pending only replaces its row, so the writer holding as many
+// rows as it may still takes a held process's exit.
+func (p *pending) newRows(b Batch) int {
+	n := len(b.AuditRecords) + len(b.Alerts)
+	for i := range b.Sessions {
+		if _, ok := p.sessions[b.Sessions[i].AuditID]; !ok {
+			n++
+		}
+	}
+	for pr := range b.AllProcesses() {
+		if _, ok := p.procs[pr.ProcessID]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
 // addProcess takes a whole row; one pending as an exit alone becomes whole.
 func (p *pending) addProcess(pr *join.Process) {
 	i, ok := p.procs[pr.ProcessID]

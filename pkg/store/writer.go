@@ -310,7 +310,7 @@ func (w *Writer) hold(p *pending, it item) {
 	case it.done != nil:
 		w.refused.Add(n)
 		it.done <- fmt.Errorf("%w: %w", ErrUnavailable, w.Healthy())
-	case p.rows+it.b.Len() > w.maxHeld:
+	case p.rows+p.newRows(it.b) > w.maxHeld:
 		w.dropped.Add(n)
 		w.lost = true
 	default:

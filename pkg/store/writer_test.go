@@ -143,6 +143,47 @@ func TestWriterHoldsAndRecovers(t *testing.T) {
 	}
 }
 
+// TestWriterHeldFullTakesExits: a writer holding as many rows as it may
+// still takes the exit of a process it holds (it only replaces its row),
+// and drops, counting, a new process. Positive control: the new one is
+// dropped, so the limit is reached.
+func TestWriterHeldFullTakesExits(t *testing.T) {
+	r := recorder{fail: errors.New("cluster down")}
+	w := NewWriter(&r, 1000, time.Hour, WithRetry(time.Hour, time.Hour), WithMaxHeld(2))
+	ctx := context.Background()
+	w.Add(ctx, Batch{Processes: []join.Process{process("p", "a", 0), process("q", "a", 1)}})
+	if err := w.Flush(ctx); err == nil {
+		t.Fatal("Flush succeeded on a failing store")
+	}
+	exit := process("p", "a", 0)
+	exit.Exit, exit.ExitCode = time.Unix(10, 0), new(int)
+	w.Add(ctx, Batch{Exits: []join.Process{exit}})
+	w.Add(ctx, Batch{Processes: []join.Process{process("r", "a", 2)}})
+	testutil.Eventually(t, "the new process was dropped", func() bool { return w.Stats().Dropped >= 1 })
+	r.mu.Lock()
+	r.fail = nil
+	r.mu.Unlock()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); st.Dropped != 1 {
+		t.Errorf("stats %+v, want only the new process dropped", st)
+	}
+	var exited bool
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range r.batches {
+		for pr := range b.AllProcesses() {
+			if pr.ProcessID == "p" && !pr.Exit.IsZero() {
+				exited = true
+			}
+		}
+	}
+	if !exited {
+		t.Error("the held process's exit was not written")
+	}
+}
+
 // TestWriterCloseCountsUnwritable: rows still failing at Close are dropped
 // and counted, never silently.
 func TestWriterCloseCountsUnwritable(t *testing.T) {
