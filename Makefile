@@ -149,12 +149,17 @@ bench: deps-test
 ## ./internal/escluster/cmd/escluster down` removes it), or on the cluster at
 ## CORRELATOR_TEST_ES_URL when set (CORRELATOR_TEST_ES_API_KEY optional).
 ## docs/testing-es.md says the rest.
-ES_PKGS ?= ./internal/escluster/ ./pkg/store/elasticsearch/ ./pkg/auditlog/ship/ ./pkg/cluster/ ./cmd/correlator/
+# Every test of the first packages needs the cluster; of the last two, those
+# the -run filter names.
+ES_PKGS ?= ./internal/escluster/ ./pkg/store/elasticsearch/ ./pkg/auditlog/ship/
+ES_MIXED_PKGS ?= ./pkg/cluster/ ./cmd/correlator/
+ES_MIXED_RUN ?= Elasticsearch|SameRows|MetricsPage
 test-es:
 	@if [ -z "$$CORRELATOR_TEST_ES_URL" ]; then \
 		urls=$$($(ESCLUSTER) up); echo "test-es: Elasticsearch cluster at $$urls"; \
 	else echo "test-es: Elasticsearch cluster at CORRELATOR_TEST_ES_URL=$$CORRELATOR_TEST_ES_URL"; fi
-	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) -run 'Cluster|Real|Elasticsearch' $(TESTFLAGS) $(ES_PKGS)
+	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(ES_PKGS)
+	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) -run '$(ES_MIXED_RUN)' $(TESTFLAGS) $(ES_MIXED_PKGS)
 
 ## docs: regenerate docs/api.md from pkg/api/openapi.json.
 docs:
