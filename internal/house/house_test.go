@@ -22,7 +22,7 @@ var layers = [][]string{
 	{"pkg/join", "pkg/auditlog/auditjson"},
 	{"pkg/store"},
 	{"pkg/store/sqlite", "pkg/store/elasticsearch", "pkg/store/storetest", "pkg/alert", "pkg/api"},
-	{"pkg/alert/delivery", "pkg/agent", "pkg/cluster", "pkg/auditlog/ship"},
+	{"pkg/alert/delivery", "pkg/agent", "pkg/cluster", "pkg/cluster/clustertest", "pkg/auditlog/ship"},
 	{"pkg/render"},
 	{"pkg/node"},
 	{"cmd/correlator"},
