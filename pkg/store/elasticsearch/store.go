@@ -95,7 +95,7 @@ func Open(ctx context.Context, cfg Config, log zerolog.Logger, reg prometheus.Re
 	}
 	s := &Store{c: c, cfg: cfg, metrics: newStoreMetrics(reg, storeRetentionNames, true), now: time.Now, holder: holderName(cfg.Holder),
 		leaseID: leaseDocID,
-		log: log.With().Str("component", "store-elasticsearch").Logger()}
+		log:     log.With().Str("component", "store-elasticsearch").Logger()}
 	version, err := c.version(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to Elasticsearch: %w", err)
