@@ -13,8 +13,24 @@ set -euo pipefail
 
 kernel=${1:?usage: fetch.sh 5.10|6.1|6.12}
 cache=${KERNEL_CACHE:-/var/cache/correlator-e2e-kernels}
-mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-security=${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
+# The archive and its security archive come from the machine's own apt
+# sources (one-line .list and deb822 .sources), unless given.
+apt_uris() { # prints "URI SUITE" for each deb source the machine has
+	local f
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[[ -f $f ]] && awk '$1 == "deb" { i = 2; if ($2 ~ /^\[/) while ($i !~ /\]$/) i++; if ($2 ~ /^\[/) i++; print $i, $(i+1) }' "$f"
+	done
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[[ -f $f ]] && awk 'BEGIN { RS = ""; FS = "\n" } /(^|\n)Types:[^\n]*deb([ \t\n]|$)/ {
+			u = ""; su = ""
+			for (k = 1; k <= NF; k++) { if ($k ~ /^URIs:/) { split($k, a, /[ \t]+/); u = a[2] } if ($k ~ /^Suites:/) { split($k, b, /[ \t]+/); su = b[2] } }
+			if (u != "") print u, su }' "$f"
+	done
+	return 0
+}
+mirror=${DEBIAN_MIRROR:-$(apt_uris | awk '$2 !~ /-security$/ { print $1; exit }')}
+security=${DEBIAN_SECURITY_MIRROR:-$(apt_uris | awk '$2 ~ /-security$/ { print $1; exit }')}
+mirror=${mirror%/} security=${security%/}
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 
 case $kernel in
@@ -29,6 +45,8 @@ if [[ -f $dir/ready && ${E2E_KERNELS_REFRESH:-0} != 1 ]]; then
 	echo "$dir"
 	exit 0
 fi
+[[ -n $mirror ]] || { echo "fetch: no Debian archive in the machine's apt sources; set DEBIAN_MIRROR" >&2; exit 1; }
+[[ -n $security || $kernel != 6.1 ]] || { echo "fetch: no -security suite in the machine's apt sources; set DEBIAN_SECURITY_MIRROR" >&2; exit 1; }
 rm -rf "$dir"
 mkdir -p "$dir/apt/lists/partial" "$dir/apt/cache/archives/partial" "$dir/deb"
 {
