@@ -13,6 +13,7 @@ import (
 
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
+	itest "github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/join"
@@ -53,10 +54,18 @@ func benchFleetBulk(b *testing.B, agents int, window time.Duration) {
 		drivers[i] = &execDriver{a: a, rate: rate, exitAfter: 50 * time.Millisecond}
 		wg.Go(func() { drivers[i].run(ctx) })
 	}
-	// The rates are of the steady state: from the end of a warm-up (a
-	// writer's first commit waits its one-second gap) to the end.
-	warm := min(2*time.Second, window/4)
-	time.Sleep(warm)
+	// The rates are of the steady state: from the end of the warm-up, when
+	// every writer has committed once (a first commit waits its one-second
+	// gap), to the end.
+	itest.EventuallyWithin(b, window, "every agent's writer committed once", func() bool {
+		for _, a := range fleet {
+			if a.commits.Load() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	warm := time.Since(start)
 	var rows0, execs0 int64
 	for _, a := range fleet {
 		rows0, execs0 = rows0+a.rows.Load(), execs0+a.execs.Load()

@@ -359,15 +359,3 @@ func fleetCountProcesses(t *testing.T, s *Store) int64 {
 	}
 	return n
 }
-
-// fleetWait polls cond every 100 ms until it holds, failing t after timeout.
-func fleetWait(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: not after %s", what, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/execid/correlator/internal/escluster"
+	itest "github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 )
@@ -66,7 +67,7 @@ func (f *outageFleet) commits() []int64 {
 // since (nil: ever).
 func (f *outageFleet) waitCommitted(t *testing.T, what string, since []int64, timeout time.Duration) {
 	t.Helper()
-	fleetWait(t, timeout, what, func() bool {
+	itest.EventuallyWithin(t, timeout, what, func() bool {
 		for i, a := range f.agents {
 			if since != nil && a.commits.Load() <= since[i] || a.commits.Load() == 0 {
 				return false
@@ -218,7 +219,7 @@ func primaryNodeOf(t *testing.T, s *Store, index string) int {
 	q := url.Values{"format": {"json"}, "h": {"prirep,node,state"}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	fleetWait(t, time.Minute, "the primary of "+index+" started", func() bool {
+	itest.EventuallyWithin(t, time.Minute, "the primary of "+index+" started", func() bool {
 		rows = nil
 		if err := s.c.do(ctx, http.MethodGet, "/_cat/shards/"+index, q, nil, &rows); err != nil {
 			return false
