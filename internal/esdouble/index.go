@@ -59,15 +59,8 @@ func (d *Double) indexTemplate(r *http.Request, name string) (any, *esError) {
 	default:
 		return nil, badRequest("method %s on index template", r.Method)
 	}
-	if e := checkParams(r, "create", "master_timeout", "cause"); e != nil {
-		return nil, e
-	}
-	var body map[string]any
-	if e := decodeBody(r, &body); e != nil {
-		return nil, e
-	}
-	if e := knownKeys("index_template", body, "index_patterns", "priority", "template", "data_stream",
-		"composed_of", "_meta", "version", "allow_auto_create"); e != nil {
+	body, e := templateBody(r, "create", "master_timeout", "cause")
+	if e != nil {
 		return nil, e
 	}
 	t := &template{raw: body}
@@ -111,11 +104,10 @@ func (d *Double) indexTemplate(r *http.Request, name string) (any, *esError) {
 	return map[string]any{"acknowledged": true}, nil
 }
 
-// simulateTemplate answers POST /_index_template/_simulate: the template
-// an index matching the body's would get, or the 400 a mapping the double
-// cannot compile gets (a field type it lacks). Nothing is stored.
-func (d *Double) simulateTemplate(r *http.Request) (any, *esError) {
-	if e := checkParams(r, "master_timeout", "include_defaults", "create", "cause"); e != nil {
+// templateBody reads an index template request: its parameters among
+// params, its body's keys among a template's.
+func templateBody(r *http.Request, params ...string) (map[string]any, *esError) {
+	if e := checkParams(r, params...); e != nil {
 		return nil, e
 	}
 	var body map[string]any
@@ -124,6 +116,17 @@ func (d *Double) simulateTemplate(r *http.Request) (any, *esError) {
 	}
 	if e := knownKeys("index_template", body, "index_patterns", "priority", "template", "data_stream",
 		"composed_of", "_meta", "version", "allow_auto_create"); e != nil {
+		return nil, e
+	}
+	return body, nil
+}
+
+// simulateTemplate answers POST /_index_template/_simulate: the template
+// an index matching the body's would get, or the 400 a mapping the double
+// cannot compile gets (a field type it lacks). Nothing is stored.
+func (d *Double) simulateTemplate(r *http.Request) (any, *esError) {
+	body, e := templateBody(r, "master_timeout", "include_defaults", "create", "cause")
+	if e != nil {
 		return nil, e
 	}
 	tm, _ := body["template"].(map[string]any)
