@@ -52,6 +52,10 @@ type Process struct {
 	Candidates        []string     `json:"candidates,omitempty"`
 	// Flags are the capture flags of both keys and the joiner's own.
 	Flags []string `json:"flags"`
+	// RecordDelay is set with the flag late_audit_record: seconds from the
+	// process's start to when the record that attributed it reached the
+	// joiner, after the process's wait had ended. Zero when it came in time.
+	RecordDelay float64 `json:"recordDelaySeconds,omitempty"`
 
 	Exit     time.Time `json:"exit,omitzero"`
 	ExitCode *int      `json:"exitCode,omitempty"`

@@ -29,7 +29,19 @@ type Alert struct {
 	AuditID   string          `json:"auditID,omitempty"`
 	ProcessID string          `json:"processID,omitempty"`
 	Payload   json.RawMessage `json:"payload,omitempty"`
+	// Status is "" for an alert as raised, AlertResolved for a resolution:
+	// a later state (a late audit record) contradicts what the alert said.
+	// A resolution has the ID (the dedupe key), rule, severity, message
+	// and time of the alert it resolves; ResolvedAt and Resolution say
+	// when and why. A store keeps it on the alert's row; a sink delivers
+	// it as an event of its own.
+	Status     string    `json:"status,omitempty"`
+	ResolvedAt time.Time `json:"resolvedAt,omitzero"`
+	Resolution string    `json:"resolution,omitempty"`
 }
+
+// AlertResolved is the Status of a resolution.
+const AlertResolved = "resolved"
 
 // SessionDetail is a session with its audit record stages and the
 // processes attributed to it, oldest first, for drawing the process tree.

@@ -107,6 +107,12 @@ const (
 	// exec request of its pod explains after the pending TTL: it bypassed
 	// admission (nodes/proxy, the runtime on the node). Nobody's session.
 	FlagUncoveredExec = "uncovered_exec"
+	// FlagLateAuditRecord: the record that attributed the process reached
+	// the joiner after the process's wait for it had ended (the pending
+	// TTL, or an ID-less root's heuristic window): what was said before it
+	// came (no_audit_record, uncovered_exec, an alert) was revised.
+	// Process.RecordDelay says how late.
+	FlagLateAuditRecord = "late_audit_record"
 )
 
 // Audit record flags: what the parser saw in the audit log.
