@@ -123,6 +123,9 @@ func (j *Joiner) evictProcesses() {
 		j.procq.pop(evictHead)
 		if p := j.procs.get(e.id); p != nil && p.seq == e.seq {
 			j.stats.EvictedProcesses++
+			if p.expired {
+				j.forgetLate(p) // its wait over, yet a late record could still answer it
+			}
 			j.removeProc(p)
 		}
 	}

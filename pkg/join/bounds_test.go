@@ -19,7 +19,7 @@ func denied(r *auditlog.ExecRecord) {
 // TestHeldBytesReturnToZero: whatever was held, shared strings included,
 // is given back once records and processes are forgotten.
 func TestHeldBytesReturnToZero(t *testing.T) {
-	j := newJoiner(t)
+	j := newJoiner(t, noLateWindow)
 	for i := range 50 {
 		id := fmt.Sprintf("rec-%d", i)
 		r := xr(id)

@@ -39,6 +39,10 @@ func newJoiner(tb testing.TB, mods ...func(*Config)) *Joiner {
 	return j
 }
 
+// noLateWindow forgets exited processes at the pending TTL, as before
+// Config.LateWindow: for tests of what leaving memory does.
+func noLateWindow(c *Config) { c.LateWindow = 0 }
+
 // pr builds a process in ns/web, container app, started 1 s after t0.
 func pr(id, parent, auditID string, source vocab.Source, flags ...string) Process {
 	return Process{Exec: capture.Exec{ProcessID: id, ParentProcessID: parent, PID: 100, PPID: 99,
@@ -111,10 +115,13 @@ func (s *snapshot) checkExitOnly(p *Process) {
 	}
 }
 
-// canonical renders what must not depend on arrival order.
+// canonical renders what must not depend on arrival order: everything but
+// the late mark (late_audit_record, RecordDelay), which says when a record
+// arrived and nothing else.
 func (s *snapshot) canonical() string {
 	var lines []string
 	for id, p := range s.procs {
+		p.Flags = slices.DeleteFunc(slices.Clone(p.Flags), func(f string) bool { return f == vocab.FlagLateAuditRecord })
 		ec := "-"
 		if p.ExitCode != nil {
 			ec = fmt.Sprint(*p.ExitCode)

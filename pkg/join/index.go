@@ -153,8 +153,11 @@ func (j *Joiner) Expire(now time.Time) []Update {
 	// that ran and exited within one TTL must still be flagged.
 	out := j.flush()
 	for _, p := range gone {
-		j.removeProc(p)
+		if !j.keepLate(p) {
+			j.removeProc(p)
+		}
 	}
+	j.dropLate(now)
 	idle := ttl + j.cfg.HeuristicWindow
 	for id, rs := range j.recs {
 		if !now.Before(rs.touched.Add(idle)) && !j.live(rs) {
@@ -203,21 +206,18 @@ func (j *Joiner) expireOldest() {
 	}
 }
 
-// live reports whether a process still running carries or is attributed
-// to the record's session; new descendants may still need it.
+// live reports whether a held process carries or is attributed to the
+// record's session: new descendants may still need it, and a process kept
+// for a late record must meet every record it would have met in time.
 func (j *Joiner) live(rs *recSet) bool {
 	for m := range rs.members.all() {
 		// By ID, as ever: a member is a process of that ID.
-		if p := j.procs.get(m.in.ProcessID); p != nil && !p.exited() {
+		if j.procs.get(m.in.ProcessID) != nil {
 			return true
 		}
 	}
-	if st := j.ids[rs.id]; st != nil {
-		for p := range st.procs.all() { // all held
-			if !p.exited() {
-				return true
-			}
-		}
+	if st := j.ids[rs.id]; st != nil && st.procs.len() > 0 {
+		return true
 	}
 	return false
 }

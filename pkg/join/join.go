@@ -24,7 +24,10 @@ const (
 	DefaultClockSkew       = time.Second
 	// DefaultAuditLag is kube-apiserver's --audit-webhook-batch-max-wait:
 	// the longest a record waits in the apiserver before it is sent.
-	DefaultAuditLag     = 30 * time.Second
+	DefaultAuditLag = 30 * time.Second
+	// DefaultLateWindow covers the clouds' audit deliveries (minutes) and
+	// a shipper's backlog after an outage (up to an hour).
+	DefaultLateWindow   = time.Hour
 	DefaultMaxPending   = 100_000
 	DefaultMaxRecords   = 100_000
 	DefaultMaxProcesses = 500_000
@@ -59,7 +62,14 @@ type Config struct {
 	// weighed: no answer names one user while a second fitting request is
 	// still on its way. Shorter answers sooner; a record later than this
 	// still re-decides the root, but after an answer was given.
-	AuditLag     time.Duration `json:"auditLag" yaml:"auditLag"`
+	AuditLag time.Duration `json:"auditLag" yaml:"auditLag"`
+	// LateWindow is how long after its start an exited process of an exec
+	// session (it carries an ID, is an ID-less exec root, or descends from
+	// one) is kept past the pending TTL, so that a record later than the
+	// TTL still attributes it, on the same data it would have met in time
+	// (late.go). 0 keeps nothing past the TTL. The process bounds still
+	// apply; what leaves unanswered is counted (Stats.LateForgotten).
+	LateWindow   time.Duration `json:"lateWindow" yaml:"lateWindow"`
 	MaxPending   int           `json:"maxPending" yaml:"maxPending"`
 	MaxRecords   int           `json:"maxRecords" yaml:"maxRecords"`
 	MaxProcesses int           `json:"maxProcesses" yaml:"maxProcesses"`
@@ -84,6 +94,7 @@ func DefaultConfig() Config {
 		HeuristicWindow: DefaultHeuristicWindow,
 		ClockSkew:       DefaultClockSkew,
 		AuditLag:        DefaultAuditLag,
+		LateWindow:      DefaultLateWindow,
 		MaxPending:      DefaultMaxPending,
 		MaxRecords:      DefaultMaxRecords,
 		MaxProcesses:    DefaultMaxProcesses,
@@ -105,6 +116,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("validating clockSkew %v: must not be negative: %w", c.ClockSkew, ErrInvalidConfig)
 	case c.AuditLag < 0:
 		return fmt.Errorf("validating auditLag %v: must not be negative: %w", c.AuditLag, ErrInvalidConfig)
+	case c.LateWindow < 0:
+		return fmt.Errorf("validating lateWindow %v: must not be negative: %w", c.LateWindow, ErrInvalidConfig)
 	case c.MaxPending <= 0, c.MaxRecords <= 0, c.MaxProcesses <= 0:
 		return fmt.Errorf("validating caps (pending %d, records %d, processes %d): must be positive: %w",
 			c.MaxPending, c.MaxRecords, c.MaxProcesses, ErrInvalidConfig)
@@ -130,7 +143,7 @@ type Joiner struct {
 	recs        map[string]*recSet              // audit ID -> its request(s)
 	spo         map[string][]string             // SPO value -> audit IDs annotated with it
 	recsPod     map[string]map[string]struct{}  // namespace/pod -> audit IDs
-	rootsPod    map[string]map[string]struct{}  // namespace/pod -> ID-less exec roots within TTL
+	rootsPod    map[string]map[string]struct{}  // namespace/pod -> ID-less exec roots held
 	roots       map[string]map[string]*rootInfo // audit ID -> its verified roots, by processID
 	pairs       map[string]*pairing             // audit ID -> its pairing, made on demand
 	heldPod     map[string]int                  // pod and session key -> settled ID-less roots with it as only candidate
@@ -141,11 +154,16 @@ type Joiner struct {
 	exitq, recq queue
 	rootq       queue     // IDs in j.roots, oldest first
 	windowq     deadlines // ID-less roots waiting for their window to close
-	now         time.Time // the latest time the joiner was given
-	rootCount   int       // roots in j.roots
-	deniedq     queue     // refused records, oldest first
-	seq         uint64
-	stats       Stats
+	lateq       deadlines // exited processes kept for a late record, by when they go
+	// arriving is set while a record (or a stored root) is being taken
+	// in: a process it attributes after its wait ended is flagged late.
+	arriving  bool
+	before    map[string]*sharedResult // results as the arriving record found them
+	now       time.Time                // the latest time the joiner was given
+	rootCount int                      // roots in j.roots
+	deniedq   queue                    // refused records, oldest first
+	seq       uint64
+	stats     Stats
 
 	intern    *interner
 	shares    *shares  // what held processes repeat, charged to processes
@@ -279,7 +297,9 @@ func (j *Joiner) AddRecord(now time.Time, rec auditlog.ExecRecord) []Update {
 	j.dirtySess[rec.AuditID] = struct{}{}
 	j.enqueueRecord(rec.AuditID)
 	j.advance(now)
+	j.arriving = true
 	j.settle()
+	j.arriving = false
 	// Emit before evicting: a record shed at once is still stored.
 	out := j.flush()
 	j.evictRecords()
@@ -362,6 +382,9 @@ func (j *Joiner) settle() {
 			continue
 		}
 		old := p.res
+		if j.arriving {
+			j.seenBefore(p, old)
+		}
 		p.res = j.results.acquire(&res)
 		j.dirtyProcs[id] = true
 		j.moveSession(p, &old.result, &res)
@@ -376,6 +399,7 @@ func (j *Joiner) settle() {
 	}
 	clear(j.work) // drop the IDs it held
 	j.work = j.work[:0]
+	j.noteLate()
 }
 
 // flush turns everything changed since the last call into Updates.

@@ -54,9 +54,17 @@ func TestTTLThenLateRecord(t *testing.T) {
 	if st := j.Stats(); st.Expired != 1 || st.Pending != 0 {
 		t.Fatalf("stats %+v", st)
 	}
-	// The process is still held: a record arriving even later corrects it.
+	// The process is still held: a record arriving even later corrects it,
+	// and says it came late, and by how much (from the process's start).
 	snap.apply(j.AddRecord(t0.Add(7*time.Minute), xr(idA)))
-	checkWant(t, "r", snap.procs["r"], want{attr: vocab.AttributionAuditID, auditID: idA})
+	got := snap.procs["r"]
+	checkWant(t, "r", got, want{attr: vocab.AttributionAuditID, auditID: idA, flags: []string{vocab.FlagLateAuditRecord}})
+	if want := (7*time.Minute - time.Second).Seconds(); got.RecordDelay != want {
+		t.Errorf("RecordDelay = %v, want %v", got.RecordDelay, want)
+	}
+	if st := j.Stats(); st.LateProcesses != 1 {
+		t.Errorf("LateProcesses = %d, want 1", st.LateProcesses)
+	}
 }
 
 func TestDeniedExecReplayed(t *testing.T) {
@@ -114,7 +122,7 @@ func TestEvictionCounting(t *testing.T) {
 }
 
 func TestExpireForgetsExitedProcessesButKeepsCounts(t *testing.T) {
-	j := newJoiner(t)
+	j := newJoiner(t, noLateWindow)
 	snap := newSnapshot()
 	snap.apply(j.AddRecord(t0, xr(idA)))
 	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, vocab.SourceEnv)))
@@ -226,7 +234,7 @@ func TestArgvScore(t *testing.T) {
 }
 
 func TestChildKeepsInheritanceAfterParentLeaves(t *testing.T) {
-	j := newJoiner(t)
+	j := newJoiner(t, noLateWindow)
 	snap := newSnapshot()
 	snap.apply(j.AddRecord(t0, xr(idA)))
 	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, vocab.SourceEnv)))
@@ -278,7 +286,7 @@ func TestQueuesStayBounded(t *testing.T) {
 // TestShortSessionFlaggedBeforeForgotten: a session that exited within the
 // TTL is flagged no_audit_record in the same Expire that forgets it.
 func TestShortSessionFlaggedBeforeForgotten(t *testing.T) {
-	j := newJoiner(t)
+	j := newJoiner(t, noLateWindow)
 	snap := newSnapshot()
 	snap.apply(j.AddProcess(t0, pr("r", "runc", idA, vocab.SourceEnv)))
 	snap.apply(j.AddExit(t0.Add(2*time.Second), Exit{ProcessID: "r", Time: t0.Add(2 * time.Second)}))

@@ -2,6 +2,7 @@ package join
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 
@@ -45,6 +46,8 @@ type procRare struct {
 	// held is the pod and session key that is this settled ID-less root's
 	// only heuristic candidate: no other ID-less root of the pod may have it.
 	held string
+	// lateAt is when a record answered p after its wait had ended (late.go).
+	lateAt time.Time
 }
 
 // rareFields returns p.rare, made on first use.
@@ -335,6 +338,9 @@ func (p *proc) output() Process {
 		Attribution: p.res.attr, AuditID: p.res.auditID, Confidence: p.res.confidence,
 		Candidates: slices.Clone(p.res.candidates), ClaimedAuditID: in.Captured.Claimed,
 		Pending: p.res.waiting && !p.expired,
+		// The evidence as taken in, for the stores: a record later than
+		// the process's stay in memory meets it again (RestoreProcesses).
+		Captured: cloneKV(in.Captured), SPO: cloneKV(in.SPO), Bridge: cloneKV(in.Bridge), ExecOrigin: p.origin(),
 	}
 	if !out.Attribution.Counted() {
 		// Neither an unattributed nor an ambiguous process is any one
@@ -345,6 +351,10 @@ func (p *proc) output() Process {
 		out.AuditID = ""
 	}
 	out.Flags = slices.Concat(p.captureFlags(), p.res.flags)
+	if at := p.lateAt(); !at.IsZero() {
+		out.Flags = append(out.Flags, vocab.FlagLateAuditRecord)
+		out.RecordDelay = math.Round(at.Sub(p.startTime()).Seconds()*1000) / 1000
+	}
 	slices.Sort(out.Flags)
 	out.Flags = slices.Compact(out.Flags)
 	if out.Flags == nil {

@@ -346,8 +346,10 @@ func (j *Joiner) track(p *proc, res result) {
 	} else {
 		delete(j.pending, id)
 	}
+	// An exec root stays indexed past its wait, while it is held: a record
+	// later than the TTL still re-decides it (late.go).
 	pk := ""
-	if res.execRoot && !p.expired {
+	if res.execRoot {
 		pk = podKey(p.in.Namespace, p.in.Pod)
 	}
 	j.setRoot(p, pk)

@@ -184,7 +184,7 @@ func TestJoinRootHoldOutlivesTheRoot(t *testing.T) {
 	})
 	rm := with(pr("rm", "runc-m", idA, vocab.SourceEnv), func(p *Process) { p.Start = t0.Add(20 * time.Minute) })
 	for _, control := range []bool{false, true} {
-		j := newJoiner(t)
+		j := newJoiner(t, noLateWindow)
 		snap := newSnapshot()
 		snap.apply(j.AddRecord(t0, open))
 		if !control {
@@ -277,7 +277,7 @@ func TestJoinHeuristicFirstImage(t *testing.T) {
 // is never attributed, and past MaxRecords in all the oldest unused ID's
 // roots are forgotten; both are counted.
 func TestJoinRootBounds(t *testing.T) {
-	j := newJoiner(t)
+	j := newJoiner(t, noLateWindow)
 	j.AddRecord(t0, xr(idA))
 	var last Process
 	for i := range maxRootsPerID + 1 {
@@ -294,7 +294,7 @@ func TestJoinRootBounds(t *testing.T) {
 	first, _ := j.Process("r0")
 	checkWant(t, "r0", first, want{attr: vocab.AttributionAuditID, auditID: idA})
 
-	j = newJoiner(t, func(c *Config) { c.MaxRecords = 2 })
+	j = newJoiner(t, noLateWindow, func(c *Config) { c.MaxRecords = 2 })
 	for i := range 4 {
 		id := fmt.Sprintf("0b5e1c8a-0000-4000-8000-%012d", i)
 		j.AddProcess(t0, pr(fmt.Sprintf("p%d", i), "runc", id, vocab.SourceEnv))

@@ -130,6 +130,17 @@ type Stats struct {
 	// exec request of their pod explains after the pending TTL (flagged
 	// uncovered_exec): an exec that bypassed admission.
 	UncoveredExecs int64 `json:"uncoveredExecs"`
+	// LateProcesses: processes a record answered after their wait had
+	// ended (flagged late_audit_record). LateKept: exited processes kept
+	// past the pending TTL for such a record (Config.LateWindow);
+	// LateForgotten: those that left (the window over, or a process bound)
+	// still waiting for one: their stored rows keep what was said.
+	LateProcesses int64 `json:"lateProcesses"`
+	LateKept      int64 `json:"lateKept"`
+	LateForgotten int64 `json:"lateForgotten"`
+	// Restored: unattributed processes read back from the store after a
+	// restart (RestoreProcesses), held for a late record.
+	Restored int64 `json:"restored"`
 }
 
 // ProcessOf is the joiner's input for an exec event in the pod pkg/meta

@@ -1,0 +1,142 @@
+package join
+
+import (
+	"slices"
+	"time"
+
+	"github.com/execid/correlator/pkg/capture"
+	"github.com/execid/correlator/pkg/vocab"
+)
+
+// A record later than the pending TTL must still name the user: the clouds
+// deliver audit logs minutes late, and a backlog after an outage is hours.
+// So an exited process of an exec session is kept past the TTL, until
+// Config.LateWindow after its start, with everything it reads: its record
+// (live), its ID's roots (j.roots) and, for an ID-less root, the exec-root
+// index. A record that comes then is joined on the same data it would
+// have met in time, by the same rules; what it changes is flagged
+// late_audit_record with the delay. After a restart the agent hands the
+// store's unattributed processes back (RestoreProcesses).
+
+// keepLate keeps an exited process past the TTL when a late record could
+// still change its answer; it reports whether it did.
+func (j *Joiner) keepLate(p *proc) bool {
+	w := j.cfg.LateWindow
+	if w <= 0 || !j.sessionProc(p, 16) {
+		return false
+	}
+	due := p.startTime().Add(w)
+	if !j.now.Before(due) {
+		j.forgetLate(p)
+		return false
+	}
+	j.lateq.push(qent{id: p.in.ProcessID, seq: p.seq, t: qtime(due)})
+	j.stats.LateKept++
+	return true
+}
+
+// sessionProc reports whether p belongs to an exec session whose answer a
+// record could still give or change: it carries an ID (the audit ID key,
+// the bridge's, SPO's), is an ID-less exec root, or descends from one in
+// its container. A container's own processes (its entrypoint's lineage)
+// are none of these and leave at the TTL, as ever.
+func (j *Joiner) sessionProc(p *proc, depth int) bool {
+	in := &p.in
+	if in.ContainerID == "" && in.Pod == "" {
+		return false // a host process: no exec session to find
+	}
+	switch {
+	case in.Captured.Value != "", in.Bridge.Value != "", in.SPO.Value != "":
+		return true
+	case p.res.execRoot, p.res.attr == vocab.AttributionHeuristic, p.res.attr == vocab.AttributionAmbiguous:
+		return true
+	case p.parent.res != nil && p.parent.res.execRoot:
+		return true
+	}
+	if par := j.procs.get(in.ParentProcessID); depth > 0 && par != nil && par != p && par.in.ContainerID == in.ContainerID {
+		return j.sessionProc(par, depth-1)
+	}
+	return false
+}
+
+// dropLate forgets the kept processes whose window has closed.
+func (j *Joiner) dropLate(now time.Time) {
+	due := qtime(now)
+	for j.lateq.Len() > 0 && j.lateq.items[0].t <= due {
+		e := j.lateq.pop()
+		if p := j.procs.get(e.id); p != nil && p.seq == e.seq {
+			j.forgetLate(p)
+			j.removeProc(p)
+		}
+	}
+	if j.lateq.Len() > 2*j.procs.len()+1024 {
+		kept := j.lateq.items[:0]
+		for _, e := range j.lateq.items {
+			if p := j.procs.get(e.id); p != nil && p.seq == e.seq {
+				kept = append(kept, e)
+			}
+		}
+		// Filtering a heap in place keeps it one only by luck: rebuild it.
+		j.lateq.items = nil
+		for _, e := range kept {
+			j.lateq.push(e)
+		}
+	}
+}
+
+// forgetLate counts a process leaving while a record could still have
+// answered it: it still waits for one, or is an ID-less root.
+func (j *Joiner) forgetLate(p *proc) {
+	if p.res.waiting || p.res.execRoot || p.hasJoinFlag(vocab.FlagNoAuditRecord) {
+		j.stats.LateForgotten++
+	}
+}
+
+// hasJoinFlag reports whether p's result carries join flag f.
+func (p *proc) hasJoinFlag(f string) bool { return slices.Contains(p.res.flags, f) }
+
+// lateAt is when a record answered p late; zero if none did.
+func (p *proc) lateAt() time.Time {
+	if p.rare == nil {
+		return time.Time{}
+	}
+	return p.rare.lateAt
+}
+
+// seenBefore notes p's result before the arriving record changed it, the
+// first time in a settle that it does.
+func (j *Joiner) seenBefore(p *proc, old *sharedResult) {
+	if j.before == nil {
+		j.before = map[string]*sharedResult{}
+	}
+	if _, ok := j.before[p.in.ProcessID]; !ok {
+		j.before[p.in.ProcessID] = old
+	}
+}
+
+// noteLate flags each process whose answer the arriving record changed
+// (net, over the whole settle: the order a settle visits processes in must
+// not matter) after its wait for one had ended: the TTL ran out (expired),
+// or the heuristic window of an ID-less root closed on an answer. A record
+// within the wait is on time, whatever it changes.
+func (j *Joiner) noteLate() {
+	for id, old := range j.before {
+		p := j.procs.get(id)
+		if p == nil || !p.lateAt().IsZero() || p.res.equal(&old.result) {
+			continue
+		}
+		if !p.expired && (!old.execRoot || old.waiting) {
+			continue
+		}
+		p.rareFields().lateAt = j.now
+		j.sizeProc(p)
+		j.stats.LateProcesses++
+	}
+	clear(j.before)
+}
+
+// cloneKV copies a key's evidence, sharing nothing with the joiner.
+func cloneKV(kv capture.KeyValue) capture.KeyValue {
+	kv.Flags = slices.Clone(kv.Flags)
+	return kv
+}
