@@ -221,7 +221,7 @@ func (j *Joiner) setHeld(p *proc, pk string, cands []candidate, closed bool) {
 	if held == p.held() {
 		return
 	}
-	j.dropHeld(p)
+	j.dropHeld(p, true)
 	if held == "" {
 		return
 	}
@@ -232,8 +232,11 @@ func (j *Joiner) setHeld(p *proc, pk string, cands []candidate, closed bool) {
 	}
 }
 
-// dropHeld removes p from j.heldPod.
-func (j *Joiner) dropHeld(p *proc) {
+// dropHeld removes p from j.heldPod; notify re-resolves the pod's other
+// roots if that moves their answers. A root leaving memory does not: what
+// was said of the others stands (they are held past their wait for late
+// records, and forgetting one must not change another).
+func (j *Joiner) dropHeld(p *proc, notify bool) {
 	held := p.held()
 	if held == "" {
 		return
@@ -245,7 +248,7 @@ func (j *Joiner) dropHeld(p *proc) {
 	} else {
 		j.heldPod[held] = n
 	}
-	if n <= 1 {
+	if n <= 1 && notify {
 		j.heldChanged(held, p)
 	}
 }

@@ -219,6 +219,23 @@ func (j *Joiner) live(rs *recSet) bool {
 	if st := j.ids[rs.id]; st != nil && st.procs.len() > 0 {
 		return true
 	}
+	// A candidate of a held ID-less root: a later record re-decides the
+	// root, and must find every request it would have found in time.
+	w := j.cfg.HeuristicWindow
+	for _, pk := range rs.pods {
+		for id := range j.rootsPod[pk] {
+			p := j.procs.get(id)
+			if p == nil {
+				continue
+			}
+			t := p.startTime()
+			for _, rec := range rs.recs {
+				if rr := rec.RequestReceivedTimestamp; !rr.IsZero() && !t.Before(rr.Add(-w)) && !t.After(rr.Add(w)) {
+					return true
+				}
+			}
+		}
+	}
 	return false
 }
 
@@ -228,7 +245,7 @@ func (j *Joiner) removeProc(p *proc) {
 	j.keepHeld(p)
 	j.unindex(p)
 	j.setRoot(p, "")
-	j.dropHeld(p)
+	j.dropHeld(p, false)
 	if p.res.counted() {
 		if rs := j.recOf(p.res.auditID); rs != nil {
 			rs.members.remove(p)
