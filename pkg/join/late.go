@@ -48,15 +48,24 @@ func (j *Joiner) sessionProc(p *proc, depth int) bool {
 	switch {
 	case in.Captured.Value != "", in.Bridge.Value != "", in.SPO.Value != "":
 		return true
-	case p.res.execRoot, p.res.attr == vocab.AttributionHeuristic, p.res.attr == vocab.AttributionAmbiguous:
+	case p.res.execRoot && execOrigin(p.origin()):
 		return true
-	case p.parent.res != nil && p.parent.res.execRoot:
+	case p.res.attr == vocab.AttributionHeuristic, p.res.attr == vocab.AttributionAmbiguous:
 		return true
+	case p.parent.res != nil && p.parent.res.execRoot && p.parent.res.attr == vocab.AttributionNone &&
+		slices.Contains(p.parent.res.flags, vocab.FlagUncoveredExec):
+		return true // its parent, an uncovered exec, has left memory
 	}
 	if par := j.procs.get(in.ParentProcessID); depth > 0 && par != nil && par != p && par.in.ContainerID == in.ContainerID {
 		return j.sessionProc(par, depth-1)
 	}
 	return false
+}
+
+// execOrigin: an image the runtime exec'd from outside, or one whose origin
+// the probe could not tell; never a container's entrypoint or its own code.
+func execOrigin(o capture.Origin) bool {
+	return o.Verified() || o == "" || o == capture.OriginUnknown
 }
 
 // dropLate forgets the kept processes whose window has closed.
