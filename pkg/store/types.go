@@ -110,20 +110,24 @@ type SessionFilter struct {
 
 // ProcessFilter selects processes. User and Group select through the
 // process's session; Since and Until bound Start; Command is a
-// case-sensitive substring of the space-joined argv.
+// case-sensitive substring of the space-joined argv. Unattributed selects
+// the processes with no attribution (vocab.AttributionNone), which a zero
+// Attribution cannot ask for: those a late audit record may still
+// attribute, read back for the joiner after it forgot them.
 type ProcessFilter struct {
-	User        string
-	Group       string
-	Namespace   string
-	Pod         string
-	Container   string
-	Since       time.Time
-	Until       time.Time
-	Command     string
-	AuditID     string
-	Attribution vocab.Attribution
-	Limit       int
-	Cursor      string
+	User         string
+	Group        string
+	Namespace    string
+	Pod          string
+	Container    string
+	Since        time.Time
+	Until        time.Time
+	Command      string
+	AuditID      string
+	Attribution  vocab.Attribution
+	Unattributed bool
+	Limit        int
+	Cursor       string
 }
 
 // AlertFilter selects alerts; Since and Until bound Time.

@@ -170,6 +170,9 @@ func (t *statusTransport) Perform(r *http.Request) (*http.Response, error) {
 	return res, err
 }
 
+// updateRetries is an update item's retry_on_conflict.
+const updateRetries = 3
+
 // bulkOnce sends ops through one BulkIndexer and reports each item.
 func (c *conn) bulkOnce(ctx context.Context, m *bulkMetrics, ops []op) ([]itemResult, error) {
 	res := make([]itemResult, len(ops))
@@ -214,6 +217,8 @@ func (c *conn) bulkOnce(ctx context.Context, m *bulkMetrics, ops []op) ([]itemRe
 				case r.Status == http.StatusConflict && o.action == "create":
 					res[i] = itemResult{outcome: done}
 					m.items.WithLabelValues("duplicate").Inc()
+				case r.Status == http.StatusConflict && o.action == "update":
+					res[i] = itemResult{outcome: retryable} // raced past updateRetries
 				case r.Status == http.StatusNotFound && o.action == "delete":
 					res[i] = itemResult{outcome: done} // already gone
 				case r.Status == http.StatusTooManyRequests || r.Status >= 500:
@@ -223,6 +228,12 @@ func (c *conn) bulkOnce(ctx context.Context, m *bulkMetrics, ops []op) ([]itemRe
 						msg: fmt.Sprintf("%s: %d %s: %s", o.what, r.Status, r.Error.Type, r.Error.Reason)}
 				}
 			},
+		}
+		if o.action == "update" {
+			// Another agent's update of the same alert (its resolution
+			// delivered twice) is retried by the cluster, not refused.
+			retries := updateRetries
+			item.RetryOnConflict = &retries
 		}
 		if err := bi.Add(ctx, item); err != nil {
 			mu.Lock()

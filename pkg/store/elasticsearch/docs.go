@@ -279,7 +279,50 @@ type processDoc struct {
 		ExecTime       string            `json:"exec_time,omitempty"`
 		ArgvTruncated  bool              `json:"argv_truncated,omitempty"`
 		SPORequest     string            `json:"spo_exec_request_uid,omitempty"`
+		RecordDelay    float64           `json:"record_delay_seconds,omitempty"`
+		Evidence       *processEvidence  `json:"evidence,omitempty"`
 	} `json:"correlator"`
+}
+
+// processEvidence is the joiner's input evidence of a process, which the
+// API never serves (join.Process's `json:"-"` fields): kept, unindexed,
+// so that an agent can hand a process the joiner forgot (a restart) to
+// it again. Each member is left out when zero, and the object when all
+// are.
+type processEvidence struct {
+	Captured   *capture.KeyValue `json:"captured,omitempty"`
+	SPO        *capture.KeyValue `json:"spo,omitempty"`
+	Bridge     *capture.KeyValue `json:"bridge,omitempty"`
+	ExecOrigin capture.Origin    `json:"exec_origin,omitempty"`
+}
+
+// evidenceOf is p's evidence, nil when it has none.
+func evidenceOf(p *join.Process) *processEvidence {
+	kv := func(v *capture.KeyValue) *capture.KeyValue {
+		if v.Value == "" && v.Claimed == "" && v.Source == "" && len(v.Flags) == 0 {
+			return nil
+		}
+		return v
+	}
+	e := processEvidence{Captured: kv(&p.Captured), SPO: kv(&p.SPO), Bridge: kv(&p.Bridge), ExecOrigin: p.ExecOrigin}
+	if e == (processEvidence{}) {
+		return nil
+	}
+	return &e
+}
+
+// set sets p's evidence, zero until then, from e; none (nil: a document
+// written before the evidence was) leaves it zero.
+func (e *processEvidence) set(p *join.Process) {
+	if e == nil {
+		return
+	}
+	for _, m := range [...]struct{ dst, src *capture.KeyValue }{{&p.Captured, e.Captured}, {&p.SPO, e.SPO}, {&p.Bridge, e.Bridge}} {
+		if m.src != nil {
+			*m.dst = *m.src
+		}
+	}
+	p.ExecOrigin = e.ExecOrigin
 }
 
 func processToDoc(p *join.Process) processDoc {
@@ -307,6 +350,7 @@ func processToDoc(p *join.Process) processDoc {
 	c.AuditID, c.ClaimedAuditID, c.Attribution, c.Confidence = p.AuditID, p.ClaimedAuditID, p.Attribution, p.Confidence
 	c.Candidates, c.Source, c.Flags, c.SessionRootID = p.Candidates, p.Source, p.Flags, p.SessionRootID
 	c.ExecTime, c.ArgvTruncated, c.SPORequest = optTS(p.ExecTime), p.ArgvTruncated, p.SPOExecRequestUID
+	c.RecordDelay, c.Evidence = p.RecordDelay, evidenceOf(p)
 	return d
 }
 
@@ -321,8 +365,9 @@ func processFromDoc(d *processDoc) (join.Process, error) {
 		Namespace: d.Orchestrator.Namespace, Pod: d.Orchestrator.Resource.Name, ExitCode: pr.ExitCode,
 		AuditID: c.AuditID, ClaimedAuditID: c.ClaimedAuditID, SPOExecRequestUID: c.SPORequest,
 		Attribution: c.Attribution, Confidence: c.Confidence, Candidates: c.Candidates, Source: c.Source,
-		Flags: c.Flags,
+		Flags: c.Flags, RecordDelay: c.RecordDelay,
 	}
+	c.Evidence.set(&p)
 	if d.Container != nil {
 		p.ContainerID, p.Container = d.Container.ID, d.Container.Name
 	}

@@ -45,11 +45,27 @@ type alertDoc struct {
 		EntityID string `json:"entity_id"`
 	} `json:"process,omitempty"`
 	Correlator struct {
-		AuditID   string `json:"audit_id,omitempty"`
-		ProcessID string `json:"process_id,omitempty"`
-		Severity  string `json:"severity,omitempty"`
-		Payload   string `json:"payload,omitempty"`
+		AuditID   string       `json:"audit_id,omitempty"`
+		ProcessID string       `json:"process_id,omitempty"`
+		Severity  string       `json:"severity,omitempty"`
+		Payload   string       `json:"payload,omitempty"`
+		Alert     *alertStatus `json:"alert,omitempty"`
 	} `json:"correlator"`
+}
+
+// alertStatus is correlator.alert: an alert's resolution (store.Alert's
+// Status, ResolvedAt, Resolution), absent while it stands as raised.
+type alertStatus struct {
+	Status     string `json:"status,omitempty"`
+	ResolvedAt string `json:"resolved_at,omitempty"`
+	Resolution string `json:"resolution,omitempty"`
+}
+
+func alertStatusOf(a *store.Alert) *alertStatus {
+	if a.Status == "" && a.ResolvedAt.IsZero() && a.Resolution == "" {
+		return nil
+	}
+	return &alertStatus{Status: a.Status, ResolvedAt: optTS(a.ResolvedAt), Resolution: a.Resolution}
 }
 
 // severityScore maps a severity name to ECS's numeric event.severity, on
@@ -82,7 +98,22 @@ func alertToDoc(a *store.Alert) alertDoc {
 	}
 	d.Correlator.AuditID, d.Correlator.ProcessID, d.Correlator.Severity = a.AuditID, a.ProcessID, a.Severity
 	d.Correlator.Payload = string(a.Payload)
+	d.Correlator.Alert = alertStatusOf(a)
 	return d
+}
+
+// resolutionUpdate is the bulk update body of a resolution: on a stored
+// alert it sets correlator.alert alone, keeping what the alert said;
+// where none is stored (dropped by retention, never delivered here) the
+// resolution is stored whole, as given.
+func resolutionUpdate(a *store.Alert) any {
+	var partial struct {
+		Correlator struct {
+			Alert *alertStatus `json:"alert"`
+		} `json:"correlator"`
+	}
+	partial.Correlator.Alert = alertStatusOf(a)
+	return map[string]any{"doc": partial, "upsert": alertToDoc(a)}
 }
 
 func alertFromDoc(d *alertDoc) (store.Alert, error) {
@@ -92,6 +123,12 @@ func alertFromDoc(d *alertDoc) (store.Alert, error) {
 		a.Payload = json.RawMessage(d.Correlator.Payload)
 	}
 	var err error
-	a.Time, err = parseTS(d.Timestamp)
+	if a.Time, err = parseTS(d.Timestamp); err != nil {
+		return a, err
+	}
+	if st := d.Correlator.Alert; st != nil {
+		a.Status, a.Resolution = st.Status, st.Resolution
+		a.ResolvedAt, err = parseTS(st.ResolvedAt)
+	}
 	return a, err
 }

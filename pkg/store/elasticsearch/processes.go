@@ -36,6 +36,9 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 	q.term("container.name", f.Container)
 	q.term("correlator.audit_id", f.AuditID)
 	q.term("correlator.attribution", string(f.Attribution))
+	if f.Unattributed {
+		q.missing("correlator.attribution") // vocab.AttributionNone: left out
+	}
 	q.substring("process.command_line", f.Command)
 	q.window("@timestamp", f.Since, f.Until)
 	return list(ctx, s, s.n.processes, "process.entity_id", q, f.Cursor, f.Limit, decodeProcesses)

@@ -88,6 +88,12 @@ func (f *filters) window(field string, since, until time.Time) {
 	}
 }
 
+// missing matches the documents without field: processToDoc leaves an
+// empty one out.
+func (f *filters) missing(field string) {
+	*f = append(*f, map[string]any{"bool": map[string]any{"must_not": map[string]any{"exists": map[string]any{"field": field}}}})
+}
+
 // substring is a case-sensitive substring match on a wildcard field.
 func (f *filters) substring(field, sub string) {
 	if sub == "" {

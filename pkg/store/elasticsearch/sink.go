@@ -16,6 +16,11 @@ import (
 // It has pkg/alert/delivery's Deliverer method set (Name, Deliver, Close) without
 // importing it. Each alert is created under its ID, so a redelivered batch
 // is idempotent: a 409 means "already delivered" and counts as success.
+// A resolution (store.AlertResolved) updates the document of the alert it
+// resolves, under the same ID, setting correlator.alert.status,
+// resolved_at and resolution, or creates it whole where the alert is not
+// there: a store on the same prefix reads these very documents, and a
+// second document per ID would list the alert twice there.
 type AlertSink struct {
 	c       *conn
 	n       names

@@ -121,8 +121,9 @@ func Open(ctx context.Context, cfg Config, log zerolog.Logger, reg prometheus.Re
 func (s *Store) Close() error { return nil }
 
 // Write indexes a batch: sessions, processes and audit records replace the
-// stored document with the same key; alerts are created once by ID. Not
-// atomic: see the package comment.
+// stored document with the same key; alerts are created once by ID, and a
+// resolution updates its alert's document (resolutionUpdate). Not atomic:
+// see the package comment.
 func (s *Store) Write(ctx context.Context, b store.Batch) error {
 	if b.Len() == 0 {
 		return nil
@@ -150,6 +151,12 @@ func (s *Store) ops(b store.Batch) ([]op, error) {
 	var ops []op
 	seen := map[string]int{}
 	add := func(o op) {
+		if o.action == "update" {
+			// A resolution applies in order after what came before it
+			// (its alert's create), and its repeats are no-ops.
+			ops = append(ops, o)
+			return
+		}
 		k := o.index + "\x00" + o.id
 		if i, ok := seen[k]; ok && o.action == "index" {
 			ops[i] = o
@@ -216,5 +223,13 @@ func alertOp(n names, a *store.Alert) (op, error) {
 	if err != nil {
 		return op{}, fmt.Errorf("encoding alert %s: %w", a.ID, err)
 	}
-	return op{index: n.index(kindAlerts, a.Time), action: "create", id: a.ID, what: "alert " + a.ID, body: body}, nil
+	o := op{index: n.index(kindAlerts, a.Time), action: "create", id: a.ID, what: "alert " + a.ID, body: body}
+	if a.Status == store.AlertResolved {
+		// The resolution has the alert's time, so its index.
+		if o.body, err = json.Marshal(resolutionUpdate(a)); err != nil {
+			return op{}, fmt.Errorf("encoding resolution of alert %s: %w", a.ID, err)
+		}
+		o.action, o.what = "update", "resolution of alert "+a.ID
+	}
+	return o, nil
 }

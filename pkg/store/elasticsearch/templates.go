@@ -95,6 +95,9 @@ func processMappings(ft fieldTypes) map[string]any {
 			"audit_id": kw, "claimed_audit_id": kw, "attribution": kw, "confidence": map[string]any{"type": "double"},
 			"candidates": kw, "source": kw, "flags": kw, "session_root_id": kw,
 			"exec_time": nanos, "argv_truncated": boolean, "spo_exec_request_uid": kw,
+			"record_delay_seconds": map[string]any{"type": "double"},
+			// The joiner's input evidence, kept for it alone: never queried.
+			"evidence": disabled,
 		}),
 	}}
 }
@@ -116,6 +119,7 @@ func alertMappings(ft fieldTypes) map[string]any {
 		"process":    obj(map[string]any{"entity_id": kw}),
 		"correlator": obj(map[string]any{
 			"audit_id": kw, "process_id": kw, "severity": kw, "payload": rawString,
+			"alert": obj(map[string]any{"status": kw, "resolved_at": nanos, "resolution": kw}),
 		}),
 	}}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -71,7 +72,8 @@ func testUpgrade(t *testing.T, cfg Config) {
 	newProcess := join.Process{Exec: capture.Exec{ProcessID: "p-new", PID: 7, Filename: "/bin/sh",
 		Argv: []string{"sh"}, ArgvTruncated: true}, Namespace: "default", Pod: "web-0",
 		Start: t0.Add(time.Minute + time.Second), ExecTime: t0.Add(time.Minute + 2*time.Second),
-		AuditID: "new", Attribution: vocab.AttributionAuditID, SPOExecRequestUID: "spo-1", Flags: []string{}}
+		AuditID: "new", Attribution: vocab.AttributionAuditID, SPOExecRequestUID: "spo-1", Flags: []string{},
+		RecordDelay: 2.5, Captured: capture.KeyValue{Value: "new", Source: vocab.SourceEnv}, ExecOrigin: capture.OriginInside}
 
 	// Before the upgrade the strict v3 mapping refuses the new fields: the
 	// data loss this guards against. Version 3's own documents go in.
@@ -91,6 +93,7 @@ func testUpgrade(t *testing.T, cfg Config) {
 	oldProcess := newProcess
 	oldProcess.ProcessID, oldProcess.AuditID, oldProcess.Start = "p-old", "old", t0.Add(time.Second)
 	oldProcess.SPOExecRequestUID, oldProcess.ArgvTruncated, oldProcess.ExecTime = "", false, time.Time{}
+	oldProcess.RecordDelay, oldProcess.Captured, oldProcess.ExecOrigin = 0, capture.KeyValue{}, ""
 	if err := c.bulk(ctx, m, []op{sessionOp(&oldSession), processOp(&oldProcess)}); err != nil {
 		t.Fatalf("writing a v3 session and process: %v", err)
 	}
@@ -110,6 +113,9 @@ func testUpgrade(t *testing.T, cfg Config) {
 	want.ProcessCount, want.FirstProcess, want.LastProcess = 1, newProcess.Start, newProcess.Start
 	sameJSON(t, "session with the new fields", d.Session, want)
 	sameJSON(t, "process with the new fields", d.Processes, []join.Process{newProcess})
+	if p := d.Processes[0]; !reflect.DeepEqual(p.Captured, newProcess.Captured) || p.ExecOrigin != newProcess.ExecOrigin {
+		t.Errorf("process's evidence read back %+v, %q; want %+v, %q", p.Captured, p.ExecOrigin, newProcess.Captured, newProcess.ExecOrigin)
+	}
 	d, err = s.GetSession(ctx, "old")
 	if err != nil {
 		t.Fatal(err)

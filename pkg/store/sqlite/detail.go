@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/join"
 )
 
@@ -15,11 +16,22 @@ import (
 // fields no query filters or sorts on, under their API names
 // (join.Process's JSON tags), a zero value left out. It is written by
 // hand, not by encoding/json, because it is on every exec's path.
+//
+// It also keeps the joiner's input evidence, which the API never serves
+// (join.Process's `json:"-"` fields): under "evidence", an object of
+// the keys' captured values (captured, spo, bridge: each a
+// capture.KeyValue under its JSON names) and execOrigin, each left out
+// when zero, the object too when all are. An agent reads it back to hand
+// a process the joiner has forgotten (a restart) to it again. A column
+// written before has no evidence and reads back none.
 
 // processDetailJSON appends p's detail object to b.
 func processDetailJSON(b []byte, p *join.Process) ([]byte, error) {
 	if math.IsNaN(p.Confidence) || math.IsInf(p.Confidence, 0) {
 		return b, fmt.Errorf("encoding process %s: confidence %v is not a number JSON holds", p.ProcessID, p.Confidence)
+	}
+	if math.IsNaN(p.RecordDelay) || math.IsInf(p.RecordDelay, 0) {
+		return b, fmt.Errorf("encoding process %s: record delay %v is not a number JSON holds", p.ProcessID, p.RecordDelay)
 	}
 	b = append(b, '{')
 	start := len(b)
@@ -65,7 +77,68 @@ func processDetailJSON(b []byte, p *join.Process) ([]byte, error) {
 	}
 	list("candidates", p.Candidates)
 	list("flags", p.Flags)
+	if p.RecordDelay != 0 {
+		b = strconv.AppendFloat(jsonKey(b, start, "recordDelaySeconds"), p.RecordDelay, 'g', -1, 64)
+	}
+	if hasEvidence(p) {
+		b = appendEvidence(jsonKey(b, start, "evidence"), p)
+	}
 	return append(b, '}'), nil
+}
+
+// hasEvidence reports whether p holds any of the joiner's input
+// evidence.
+func hasEvidence(p *join.Process) bool {
+	return !zeroKeyValue(&p.Captured) || !zeroKeyValue(&p.SPO) || !zeroKeyValue(&p.Bridge) || p.ExecOrigin != ""
+}
+
+func zeroKeyValue(v *capture.KeyValue) bool {
+	return v.Value == "" && v.Claimed == "" && v.Source == "" && len(v.Flags) == 0
+}
+
+// appendEvidence appends p's evidence object, its zero members left out.
+func appendEvidence(b []byte, p *join.Process) []byte {
+	b = append(b, '{')
+	start := len(b)
+	for _, kv := range [...]struct {
+		key string
+		v   *capture.KeyValue
+	}{{"captured", &p.Captured}, {"spo", &p.SPO}, {"bridge", &p.Bridge}} {
+		if !zeroKeyValue(kv.v) {
+			b = appendKeyValue(jsonKey(b, start, kv.key), kv.v)
+		}
+	}
+	if p.ExecOrigin != "" {
+		b = jsonString(jsonKey(b, start, "execOrigin"), string(p.ExecOrigin))
+	}
+	return append(b, '}')
+}
+
+// appendKeyValue appends v as encoding/json writes a capture.KeyValue.
+func appendKeyValue(b []byte, v *capture.KeyValue) []byte {
+	b = append(b, '{')
+	start := len(b)
+	for _, f := range [...]struct{ key, v string }{{"value", v.Value}, {"claimed", v.Claimed}, {"source", string(v.Source)}} {
+		if f.v != "" {
+			b = jsonString(jsonKey(b, start, f.key), f.v)
+		}
+	}
+	if len(v.Flags) > 0 {
+		b = jsonStrings(jsonKey(b, start, "flags"), v.Flags)
+	}
+	return append(b, '}')
+}
+
+// jsonStrings appends vs as a JSON array of strings.
+func jsonStrings(b []byte, vs []string) []byte {
+	b = append(b, '[')
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonString(b, v)
+	}
+	return append(b, ']')
 }
 
 // jsonKey appends key and its colon, after a comma unless the object
@@ -94,6 +167,30 @@ func jsonString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// detailEvidence is the evidence object as it is read.
+type detailEvidence struct {
+	Captured   capture.KeyValue `json:"captured"`
+	SPO        capture.KeyValue `json:"spo"`
+	Bridge     capture.KeyValue `json:"bridge"`
+	ExecOrigin capture.Origin   `json:"execOrigin"`
+}
+
+// set sets p's evidence from e: none (nil, an older column) is zero.
+func (e *detailEvidence) set(p *join.Process) {
+	var v detailEvidence
+	if e != nil {
+		v = *e
+	}
+	p.Captured, p.SPO, p.Bridge, p.ExecOrigin = v.Captured, v.SPO, v.Bridge, v.ExecOrigin
+}
+
+// processDetail is a detail column as it is read: the process's fields
+// under their API names, and the evidence.
+type processDetail struct {
+	join.Process
+	Evidence *detailEvidence `json:"evidence"`
+}
+
 // readProcessDetail sets p's detail fields from the column. It reads
 // them into a process of its own, so that a key the column should not
 // hold cannot overwrite a column's value.
@@ -101,12 +198,14 @@ func readProcessDetail(col sql.NullString, p *join.Process) error {
 	if !col.Valid {
 		return nil
 	}
-	var d join.Process
+	var d processDetail
 	if err := json.Unmarshal([]byte(col.String), &d); err != nil {
 		return fmt.Errorf("decoding detail: %w", err)
 	}
 	p.ParentProcessID, p.PID, p.PPID, p.UID = d.ParentProcessID, d.PID, d.PPID, d.UID
 	p.ArgvTruncated, p.ContainerID, p.PodUID, p.SessionRootID = d.ArgvTruncated, d.ContainerID, d.PodUID, d.SessionRootID
 	p.Source, p.Confidence, p.Candidates, p.Flags = d.Source, d.Confidence, d.Candidates, d.Flags
+	p.RecordDelay = d.RecordDelay
+	d.Evidence.set(p)
 	return nil
 }

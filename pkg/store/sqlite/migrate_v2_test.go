@@ -150,6 +150,12 @@ func createOldSchema(t *testing.T, db *sql.DB, version int, edit func(string) st
 		if version < 9 && slices.Contains(runTables, stmt) {
 			continue
 		}
+		if version < 10 {
+			if stmt == alertsProcessIndex {
+				continue
+			}
+			stmt = strings.Replace(stmt, alertStatusColumns, "", 1)
+		}
 		if version < 8 && stmt == processesTable[0] {
 			stmt = processesTableV7
 		}

@@ -30,6 +30,7 @@ func TestRunQueryPlans(t *testing.T) {
 		{store.ProcessFilter{Container: "c"}, false, false, "process_runs_container"},
 		{store.ProcessFilter{AuditID: "a"}, false, false, "process_runs_audit"},
 		{store.ProcessFilter{Attribution: vocab.AttributionInherited}, false, false, "process_runs_attribution"},
+		{store.ProcessFilter{Unattributed: true, Since: base}, false, true, "process_runs_attribution (attribution=? AND last_start>? AND last_start<?)"},
 		{store.ProcessFilter{Command: "curl"}, false, false, "process_runs_start (last_start>? AND last_start<?)"},
 		// A broad user's runs are walked in page order, each looked up.
 		{store.ProcessFilter{User: "alice"}, true, false, "process_runs_start"},

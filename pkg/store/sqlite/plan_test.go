@@ -78,6 +78,9 @@ func TestQueryPlans(t *testing.T) {
 		{store.ProcessFilter{Attribution: vocab.AttributionAuditID, Cursor: cur}, "processes_attribution"},
 		// Inherited processes are most rows, and not in processes_attribution.
 		{store.ProcessFilter{Attribution: vocab.AttributionInherited}, "processes_start"},
+		// Unattributed ones are there.
+		{store.ProcessFilter{Unattributed: true}, "processes_attribution (attribution=?)"},
+		{store.ProcessFilter{Unattributed: true, Since: base, Until: day, Cursor: cur}, "processes_attribution (attribution=? AND start>? AND start<?)"},
 	}
 	for _, tc := range procs {
 		q, args, err := processesListing(tc.f, false, commandMatch{}).query(tc.f.Cursor, 100)

@@ -18,7 +18,7 @@ type processArgs struct {
 	strs    [processColumns]string // the previous row's values ...
 	ints    [processColumns]int64
 	boxes   [processColumns]any // ... and their boxes
-	scratch [384]byte
+	scratch [640]byte
 }
 
 // add appends p's values, command being its argv's id.

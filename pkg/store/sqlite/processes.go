@@ -128,6 +128,12 @@ func processesListing(f store.ProcessFilter, broad bool, cmds commandMatch) list
 			w.add("p.attribution != '" + string(vocab.AttributionInherited) + "'")
 		}
 	}
+	if f.Unattributed {
+		// Unattributed processes are in processes_attribution too; a
+		// literal '' does not prove its condition to the planner either.
+		w.add("p.attribution = '" + string(vocab.AttributionNone) + "'")
+		w.add("p.attribution != '" + string(vocab.AttributionInherited) + "'")
+	}
 	if f.Command != "" {
 		// Only the part of processes_start where those commands ran.
 		w.add("p.start BETWEEN ? AND ?", cmds.first, cmds.last)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // listed is a process on its way to a page, with its keyset position;
@@ -163,6 +164,9 @@ func processRunSearch(f store.ProcessFilter, broad bool, cmds commandMatch, cur 
 	w.eq("r.container", f.Container)
 	w.eq("r.audit_id", f.AuditID)
 	w.eq("r.attribution", string(f.Attribution))
+	if f.Unattributed {
+		w.add("r.attribution = ?", string(vocab.AttributionNone))
+	}
 	// A run's starts span less than runSpan: a bound on first_start is
 	// one on last_start, which process_runs_start walks.
 	if f.Command != "" {

@@ -80,7 +80,8 @@ const maxRunEntries = 1024
 func runnable(p *join.Process) bool {
 	return !p.Exit.IsZero() && p.ExitCode != nil && p.ProcessID != "" && utf8.ValidString(p.ProcessID) &&
 		utf8.ValidString(p.Filename) && utf8.ValidString(p.SPOExecRequestUID) &&
-		!math.IsNaN(p.Confidence) && !math.IsInf(p.Confidence, 0)
+		!math.IsNaN(p.Confidence) && !math.IsInf(p.Confidence, 0) &&
+		!math.IsNaN(p.RecordDelay) && !math.IsInf(p.RecordDelay, 0)
 }
 
 // runKey is what a run's processes share: their session and container,
@@ -137,6 +138,7 @@ func (k *runKey) scanArgs() []any {
 // into Process, whose start, exec and exit times are left zero: the line
 // holds them as nanoseconds. The IDs a run holds defaults of are read
 // apart (shallower fields win), absent where the line takes the run's.
+// The evidence, the object a detail column holds, is read apart too.
 type runEntry struct {
 	join.Process
 	StartNs       int64   `json:"startNs"`
@@ -147,6 +149,8 @@ type runEntry struct {
 	ContainerID   *string `json:"containerID"`
 	PodUID        *string `json:"podUID"`
 	SessionRootID *string `json:"sessionRootID"`
+
+	Evidence *detailEvidence `json:"evidence"`
 }
 
 // appendRunEntry appends p's line in run k: start and command id first
@@ -293,6 +297,7 @@ func decodeEntry(line []byte, r *runRow) (join.Process, int64, int64, error) {
 		return join.Process{}, 0, 0, fmt.Errorf("decoding process of run %d: seq %d out of range", r.id, e.Seq)
 	}
 	p := e.Process
+	e.Evidence.set(&p)
 	p.Start, p.ExecTime, p.Exit = fromNanos(e.StartNs), fromNanos(e.ExecNs), fromNanos(e.ExitNs)
 	p.Argv = nil // from commands, by id
 	k := &r.key

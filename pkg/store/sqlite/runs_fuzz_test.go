@@ -8,14 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/vocab"
 )
 
 // FuzzRunEntry: a runnable process written as a run's line reads back as
-// encoding/json reads the same process, with its start, times and command
-// from the line's head and its session and container from the run; and
-// whatever a line holds, reading it never panics.
+// encoding/json reads the same process (and its evidence), with its
+// start, times and command from the line's head and its session and
+// container from the run; and whatever a line holds, reading it never
+// panics.
 func FuzzRunEntry(f *testing.F) {
 	f.Add("41-7", "/bin/true", "spo", "flag", int64(1_772_366_400_000_000_000), int64(3), 5, 0.25, []byte(`{"startNs":1,"commandID":2,"seq":3,"processID":"x","exitCode":0}`))
 	f.Add("a\"b\\", "/tmp/é\u2028", "", "", int64(-5), int64(0), 0, 0.0, []byte("{\"startNs\":9,\"commandID\":0,\"seq\":1023,\"exitCode\":1,\"flags\":[\"\\u0000\"]}"))
@@ -35,6 +37,9 @@ func FuzzRunEntry(f *testing.F) {
 		// The container ID is the run's; the pod UID (empty) and the
 		// session root (any) are the line's own.
 		p.ContainerID, p.PodUID, p.SessionRootID, p.Argv = "c0ffee", "", flag, nil
+		// The evidence, from the same strings.
+		p.Captured = capture.KeyValue{Value: id, Source: vocab.Source(spo), Flags: []string{flag}}
+		p.Bridge.Claimed, p.ExecOrigin, p.RecordDelay = spo, capture.Origin(filename), conf
 		if start == 0 || start == -1 || start == -2 {
 			return // the zero time is no time: nanos stores it as 0
 		}
@@ -63,6 +68,12 @@ func FuzzRunEntry(f *testing.F) {
 		if flag == "" {
 			want.Flags = []string{""}
 		}
+		ev, _ := json.Marshal(detailEvidence{p.Captured, p.SPO, p.Bridge, p.ExecOrigin})
+		var wantEv detailEvidence
+		if err := json.Unmarshal(ev, &wantEv); err != nil {
+			t.Fatal(err)
+		}
+		wantEv.set(&want)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("line %s read\n%+v\nwant\n%+v", line, got, want)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 	"github.com/execid/correlator/pkg/vocab"
@@ -94,6 +95,11 @@ func (w *runWorld) process(i int, reuse bool) join.Process {
 	// Its own root (a burst of roots must share runs), none, or the session's.
 	p.SessionRootID = []string{p.SessionRootID, p.SessionRootID, p.ProcessID, ""}[r.IntN(4)]
 	p.PodUID = []string{"pod-uid", "pod-uid", ""}[r.IntN(3)]
+	// The joiner's input, which canonical compares too: drawn from what
+	// is drawn already, so the histories stay as they were.
+	p.Captured = capture.KeyValue{Value: sess, Source: vocab.SourceInherited, Flags: p.Flags}
+	p.ExecOrigin = []capture.Origin{"", capture.OriginInside, capture.OriginRuntimeChild}[p.PID%3]
+	p.RecordDelay = float64(p.PPID) / 4
 	w.settle(&p)
 	return p
 }
@@ -169,8 +175,9 @@ func everyProcess(t *testing.T, s *Store, f store.ProcessFilter) []join.Process 
 	}
 }
 
-// canonical is ps as JSON, sorted: the two stores break ties in start by
-// ids of their own, so pages compare as sets, and order by start apart.
+// canonical is ps as JSON with their evidence, sorted: the two stores
+// break ties in start by ids of their own, so pages compare as sets, and
+// order by start apart.
 func canonical(t *testing.T, ps []join.Process, newestFirst bool) []string {
 	t.Helper()
 	out := make([]string, len(ps))
@@ -178,7 +185,10 @@ func canonical(t *testing.T, ps []join.Process, newestFirst bool) []string {
 		if i > 0 && (newestFirst && p.Start.After(ps[i-1].Start) || !newestFirst && p.Start.Before(ps[i-1].Start)) {
 			t.Fatalf("process %s out of order at %d", p.ProcessID, i)
 		}
-		b, err := json.Marshal(p)
+		b, err := json.Marshal(struct {
+			join.Process
+			Evidence detailEvidence `json:"evidence"`
+		}{p, detailEvidence{p.Captured, p.SPO, p.Bridge, p.ExecOrigin}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +205,8 @@ func (w *runWorld) compare(stage string) {
 	filters := []store.ProcessFilter{{}, {Limit: 3}, {Pod: "web-1", Limit: 4}, {Namespace: "team"}, {Container: "side", Limit: 2},
 		{AuditID: w.sessions[1]}, {User: "alice", Limit: 5}, {Group: "team-bob"}, {Attribution: vocab.AttributionInherited, Limit: 7},
 		{Attribution: vocab.AttributionAmbiguous}, {Attribution: vocab.AttributionAuditID, Limit: 2}, {Command: "step 3", Limit: 2}, {Command: "-c"},
-		{Since: base.Add(10 * time.Second), Until: base.Add(25 * time.Second), Limit: 3}, {Pod: "web-2", User: "carol", Command: "step"}}
+		{Since: base.Add(10 * time.Second), Until: base.Add(25 * time.Second), Limit: 3}, {Pod: "web-2", User: "carol", Command: "step"},
+		{Unattributed: true, Limit: 3}, {Unattributed: true, Since: base.Add(10 * time.Second), Pod: "web-1", Limit: 2}}
 	for _, f := range filters {
 		got, want := everyProcess(t, w.runs, f), everyProcess(t, w.ref, f)
 		if g, wn := canonical(t, got, true), canonical(t, want, true); !slices.Equal(g, wn) {

@@ -13,7 +13,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Bump it with a migration
 // step in migrate when the schema changes.
-const schemaVersion = 9
+const schemaVersion = 10
 
 // schemaV1 is the current schema, which a new file is created with (its
 // name is historical). Times are INTEGER nanoseconds since the Unix epoch,
@@ -100,10 +100,11 @@ var schemaV1 = slices.Concat([]string{
 		message    TEXT NOT NULL DEFAULT '',
 		audit_id   TEXT NOT NULL DEFAULT '',
 		process_id TEXT NOT NULL DEFAULT '',
-		payload    TEXT
+		payload    TEXT` + alertStatusColumns + `
 	)`,
 	`CREATE INDEX alerts_time ON alerts (time)`,
 	`CREATE INDEX alerts_rule ON alerts (rule, time)`,
+	alertsProcessIndex,
 	`CREATE INDEX alerts_audit ON alerts (audit_id, time)`,
 })
 
@@ -176,6 +177,18 @@ var processesTable = []string{
 
 const processesAttributionIndex = `CREATE INDEX processes_attribution ON processes (attribution, start)
 	WHERE attribution != '` + string(vocab.AttributionInherited) + `'`
+
+// alertStatusColumns hold an alert's resolution (version 10): status is
+// "" as raised and store.AlertResolved once resolved; resolved_at is NULL
+// until then.
+const alertStatusColumns = `,
+		status      TEXT NOT NULL DEFAULT '',
+		resolved_at INTEGER,
+		resolution  TEXT NOT NULL DEFAULT ''`
+
+// alertsProcessIndex finds the alerts raised on a process (version 10):
+// the agent reads them when a late record may resolve them.
+const alertsProcessIndex = `CREATE INDEX alerts_process ON alerts (process_id, time)`
 
 // sideAuditIDColumn is the side tables' copy of the session's audit ID
 // (version 6).
@@ -263,6 +276,14 @@ var migrations = map[int]migration{
 	// Version 9 stores a transaction's settled processes of one session
 	// in one run (runs.go). The rows written before stay rows.
 	8: statements(runTables...),
+	// Version 10 keeps an alert's resolution on its row
+	// (alertStatusColumns): the stored alerts stay as raised.
+	9: statements(
+		`ALTER TABLE alerts ADD COLUMN status TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE alerts ADD COLUMN resolved_at INTEGER`,
+		`ALTER TABLE alerts ADD COLUMN resolution TEXT NOT NULL DEFAULT ''`,
+		alertsProcessIndex,
+	),
 }
 
 func statements(stmts ...string) migration {

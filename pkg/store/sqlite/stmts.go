@@ -74,7 +74,7 @@ func (s *Store) batchQueries(b store.Batch) []string {
 		qs = append(qs, upsertAuditRecordSQL)
 	}
 	if len(b.Alerts) > 0 {
-		qs = append(qs, insertAlertSQL)
+		qs = append(qs, upsertAlertSQL)
 	}
 	return qs
 }

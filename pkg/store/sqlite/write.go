@@ -82,8 +82,17 @@ const upsertAuditRecordSQL = `INSERT INTO audit_records (audit_id, stage, reques
 VALUES (?,?,?,?,?) ON CONFLICT (audit_id, stage, request_key) DO UPDATE SET
 	stage_timestamp = excluded.stage_timestamp, event = excluded.event`
 
-const insertAlertSQL = `INSERT INTO alerts (id, time, rule, severity, message, audit_id, process_id, payload)
-VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (id) DO NOTHING`
+// upsertAlertSQL inserts an alert once by ID. A resolution
+// (store.AlertResolved) of a stored alert sets its status columns alone,
+// keeping what the alert said; one of an alert not stored (retention
+// dropped it, or it was raised elsewhere) is stored as given. An alert as
+// raised never touches a stored row, so its redelivery after the
+// resolution does not undo it.
+const upsertAlertSQL = `INSERT INTO alerts (id, time, rule, severity, message, audit_id, process_id, payload,
+	status, resolved_at, resolution)
+VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET
+	status = excluded.status, resolved_at = excluded.resolved_at, resolution = excluded.resolution
+WHERE excluded.status = '` + store.AlertResolved + `'`
 
 // Upsert writes sessions and processes in one transaction. A row whose key
 // is stored already is replaced whole.
@@ -92,7 +101,7 @@ func (s *Store) Upsert(ctx context.Context, sessions []join.Session, processes [
 }
 
 // InsertAlerts stores alerts; an alert whose ID is stored already is
-// skipped.
+// skipped, and a resolution resolves it (upsertAlertSQL).
 func (s *Store) InsertAlerts(ctx context.Context, alerts []store.Alert) error {
 	return s.Write(ctx, store.Batch{Alerts: alerts})
 }
@@ -101,7 +110,7 @@ func (s *Store) InsertAlerts(ctx context.Context, alerts []store.Alert) error {
 // Sessions and processes are upserted (replaced whole), audit records are
 // upserted by (auditID, stage, RequestKey) so that a different request
 // reusing an audit ID is kept beside the first, and alerts are inserted
-// once by ID.
+// once by ID, a resolution updating the stored alert's status.
 func (s *Store) Write(ctx context.Context, b store.Batch) error {
 	if b.Len() == 0 {
 		return nil
@@ -369,9 +378,9 @@ func writeAlerts(ctx context.Context, ts *txStmts, alerts []store.Alert) error {
 	if len(alerts) == 0 {
 		return nil
 	}
-	ins, err := ts.get(insertAlertSQL)
+	up, err := ts.get(upsertAlertSQL)
 	if err != nil {
-		return fmt.Errorf("preparing alert insert: %w", err)
+		return fmt.Errorf("preparing alert upsert: %w", err)
 	}
 	for _, a := range alerts {
 		if a.ID == "" {
@@ -381,9 +390,9 @@ func writeAlerts(ctx context.Context, ts *txStmts, alerts []store.Alert) error {
 		if len(a.Payload) > 0 {
 			payload = string(a.Payload)
 		}
-		if _, err := ins.ExecContext(ctx, a.ID, nanos(a.Time), a.Rule, a.Severity, a.Message,
-			a.AuditID, a.ProcessID, payload); err != nil {
-			return fmt.Errorf("inserting alert %s: %w", a.ID, err)
+		if _, err := up.ExecContext(ctx, a.ID, nanos(a.Time), a.Rule, a.Severity, a.Message,
+			a.AuditID, a.ProcessID, payload, a.Status, nullNanos(a.ResolvedAt), a.Resolution); err != nil {
+			return fmt.Errorf("upserting alert %s: %w", a.ID, err)
 		}
 	}
 	return nil

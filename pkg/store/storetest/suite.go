@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,8 +19,8 @@ import (
 
 // Options adjust the contract to a backend.
 type Options struct {
-	// OpenForRetention, when set, opens the backend the Retention test
-	// uses. A backend that retains by dropping whole time-partitioned
+	// OpenForRetention, when set, opens the backend the Retention tests
+	// use. A backend that retains by dropping whole time-partitioned
 	// indices needs partitions finer than its default for the test's
 	// fixtures, which lie seconds apart, with the cut 50 s past the last
 	// old one: it must drop every partition that ended before the cut.
@@ -44,13 +45,17 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend, opts ...Options) {
 		{"InvalidRows", testInvalidRows},
 		{"SessionFilters", testSessionFilters},
 		{"ProcessFilters", testProcessFilters},
+		{"UnattributedFilter", testUnattributed},
+		{"EvidenceIsStoredNotServed", testEvidence},
 		{"LateSessionFindsProcessesByUser", testLateSession},
 		{"AlertFiltersAndDedupe", testAlerts},
+		{"AlertResolutions", testAlertResolutions},
 		{"Pagination", testPagination},
 		{"PaginationUnderConcurrentInserts", testConcurrentPaging},
 		{"NotFoundAndBadCursor", testErrors},
 		{"SessionProcessLimit", testTruncation},
 		{"Retention", testRetention},
+		{"RetentionOfResolvedAlerts", testResolutionRetention},
 		{"ClaimantsAreNotMembers", testClaimants},
 		{"AuditIDReuseKeepsBoth", testAuditIDReuse},
 		{"ReusedIDSessionsAreEachUsers", testReusedIDSessions},
@@ -58,7 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend, opts ...Options) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.name == "Retention" && o.OpenForRetention != nil {
+			if strings.HasPrefix(tc.name, "Retention") && o.OpenForRetention != nil {
 				tc.fn(t, o.OpenForRetention(t))
 				return
 			}
