@@ -118,7 +118,7 @@ func (e *Engine) evaluate(in *Input, now time.Time, unsettled bool) ([]store.Ale
 	wait := false
 	for i := range e.rules {
 		r := &e.rules[i]
-		if (r.Scope == ScopeProcess && in.Process == nil) || (r.Scope == ScopeSession && in.Session == nil) {
+		if !r.applies(in) {
 			continue
 		}
 		if unsettled && r.waits && wait {
@@ -132,17 +132,7 @@ func (e *Engine) evaluate(in *Input, now time.Time, unsettled bool) ([]store.Ale
 			wait = true
 			continue
 		}
-		processID, auditID := "", in.auditID()
-		if in.Process != nil && r.Scope != ScopeSession {
-			processID = in.Process.ProcessID
-			if !r.waits {
-				// About the process alone, whether or not it has a
-				// session yet: one ID before and after attribution.
-				auditID = ""
-			}
-		}
-		matched := strings.Join(mt.facts, " ")
-		id := alertID(r.Name, auditID, processID, matched)
+		id, processID, matched := r.key(in, mt.facts)
 		if e.recent != nil {
 			if ok, _ := e.recent.ContainsOrAdd(id, struct{}{}); ok {
 				e.m.suppressed.Inc()
@@ -213,6 +203,27 @@ type ruleRef struct {
 	Severity    string `json:"severity"`
 }
 
+// applies reports whether r judges an input like in (its scope).
+func (r *Rule) applies(in *Input) bool {
+	return !(r.Scope == ScopeProcess && in.Process == nil) && !(r.Scope == ScopeSession && in.Session == nil)
+}
+
+// key is the ID of r's alert on in, given the facts it matched, with the
+// process it is about and the facts joined.
+func (r *Rule) key(in *Input, facts []string) (id, processID, matched string) {
+	auditID := in.auditID()
+	if in.Process != nil && r.Scope != ScopeSession {
+		processID = in.Process.ProcessID
+		if !r.waits {
+			// About the process alone, whether or not it has a
+			// session yet: one ID before and after attribution.
+			auditID = ""
+		}
+	}
+	matched = strings.Join(facts, " ")
+	return alertID(r.Name, auditID, processID, matched), processID, matched
+}
+
 // alertID is stable across restarts: the same rule, session, process and
 // matched fact give the same ID; fields are length-prefixed so that no two
 // tuples collide by concatenation. A rule that does not read attribution
@@ -231,6 +242,7 @@ type engineMetrics struct {
 	templateUnresolved *prometheus.CounterVec
 	ruleErrors         prometheus.Counter
 	suppressed         prometheus.Counter
+	resolutions        *prometheus.CounterVec
 }
 
 func newEngineMetrics(reg prometheus.Registerer, rules []Rule) *engineMetrics {
@@ -256,10 +268,15 @@ func newEngineMetrics(reg prometheus.Registerer, rules []Rule) *engineMetrics {
 			Name: "correlator_alert_suppressed_total",
 			Help: "Matches not raised again because an alert with the same ID was raised recently.",
 		}),
+		resolutions: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "correlator_alert_resolutions_total",
+			Help: "Alerts resolved because the process as it later was (a late audit record) contradicts them, by rule.",
+		}, []string{"rule"}),
 	}
 	for _, r := range rules {
 		m.matches.WithLabelValues(r.Name)
 		m.templateUnresolved.WithLabelValues(r.Name)
+		m.resolutions.WithLabelValues(r.Name)
 	}
 	return m
 }

@@ -13,7 +13,9 @@ import (
 
 // httpSink POSTs batches to a webhook (a JSON array of alerts,
 // Content-Type application/json, optional bearer token) or to Splunk HEC
-// (concatenated HEC event objects, "Authorization: Splunk TOKEN").
+// (concatenated HEC event objects, "Authorization: Splunk TOKEN"). A
+// resolution is one more alert object, with status "resolved"; its HEC
+// time is when it was resolved (eventTime).
 type httpSink struct {
 	kind, url, name, host string
 	opts                  SinkOptions
@@ -54,7 +56,7 @@ func encodeBatch(kind, host string, alerts []store.Alert) ([]byte, error) {
 	enc := json.NewEncoder(&buf)
 	for i := range alerts {
 		a := &alerts[i]
-		ev := hecEvent{Time: float64(a.Time.UnixMicro()) / 1e6, Host: host, Source: "correlator",
+		ev := hecEvent{Time: float64(eventTime(a).UnixMicro()) / 1e6, Host: host, Source: "correlator",
 			Sourcetype: "correlator:alert", Event: a}
 		if err := enc.Encode(&ev); err != nil {
 			return nil, err

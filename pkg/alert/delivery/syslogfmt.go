@@ -118,7 +118,7 @@ func formatSyslog(a *store.Alert, facility int, host, procID, version, body stri
 	b = append(b, '<')
 	b = strconv.AppendInt(b, int64(facility*8+syslogSeverity(a.Severity)), 10)
 	b = append(b, ">1 "...)
-	t := a.Time
+	t := eventTime(a)
 	if t.IsZero() {
 		t = time.Now()
 	}
@@ -131,9 +131,14 @@ func formatSyslog(a *store.Alert, facility int, host, procID, version, body stri
 	b = append(b, header(a.Rule, 32)...)
 	b = append(b, " ["+sdID...)
 	waited, settledBy := ctx.waited()
-	for _, p := range [][2]string{{"id", a.ID}, {"rule", a.Rule}, {"severity", a.Severity}, {"auditID", a.AuditID},
+	params := [][2]string{{"id", a.ID}, {"rule", a.Rule}, {"severity", a.Severity}, {"auditID", a.AuditID},
 		{"processID", a.ProcessID}, {"user", ctx.user()}, {"namespace", ns}, {"pod", pod},
-		{"waited", waited}, {"settledBy", settledBy}} {
+		{"waited", waited}, {"settledBy", settledBy}}
+	if resolution(a) {
+		params = append(params, [2]string{"status", a.Status}, [2]string{"resolvedAt", timeField(a.ResolvedAt)},
+			[2]string{"resolution", a.Resolution}, [2]string{"raisedAt", timeField(a.Time)})
+	}
+	for _, p := range params {
 		if p[1] == "" {
 			continue
 		}
@@ -144,7 +149,7 @@ func formatSyslog(a *store.Alert, facility int, host, procID, version, body stri
 		b = append(b, '"')
 	}
 	b = append(b, "] \xef\xbb\xbf"...) // the BOM: MSG is UTF-8
-	msg := strings.ToValidUTF8(a.Message, "\uFFFD")
+	msg := strings.ToValidUTF8(headline(a), "\uFFFD")
 	if body == FormatCEF {
 		msg = formatCEF(a, &ctx, version)
 	}
@@ -178,7 +183,7 @@ func formatCEF(a *store.Alert, ctx *alertContext, version string) string {
 	h := func(s string) string { return cefHeaderEscaper.Replace(strings.ToValidUTF8(s, "\uFFFD")) }
 	var b strings.Builder
 	b.WriteString("CEF:0|correlator|correlator|")
-	for _, f := range []string{version, a.Rule, a.Message} {
+	for _, f := range []string{version, a.Rule, headline(a)} {
 		b.WriteString(h(f))
 		b.WriteByte('|')
 	}
@@ -186,7 +191,7 @@ func formatCEF(a *store.Alert, ctx *alertContext, version string) string {
 	b.WriteByte('|')
 	ns, pod, ctr := ctx.location()
 	ext := [][2]string{
-		{"rt", strconv.FormatInt(a.Time.UnixMilli(), 10)},
+		{"rt", strconv.FormatInt(eventTime(a).UnixMilli(), 10)},
 		{"externalId", a.ID},
 		{"suser", ctx.user()},
 		{"cs1Label", "auditID"}, {"cs1", a.AuditID},
@@ -210,6 +215,13 @@ func formatCEF(a *store.Alert, ctx *alertContext, version string) string {
 	if waited, by := ctx.waited(); by != "" {
 		ext = append(ext, [2]string{"cfp1Label", "waitedSeconds"}, [2]string{"cfp1", waited},
 			[2]string{"flexString1Label", "settledBy"}, [2]string{"flexString1", by})
+	}
+	if resolution(a) {
+		// rt is when it was resolved; start is when the alert was raised.
+		ext = append(ext, [2]string{"act", a.Status}, [2]string{"reason", a.Resolution})
+		if !a.Time.IsZero() {
+			ext = append(ext, [2]string{"start", strconv.FormatInt(a.Time.UnixMilli(), 10)})
+		}
 	}
 	sep := ""
 	for _, kv := range ext {

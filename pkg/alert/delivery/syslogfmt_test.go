@@ -13,7 +13,8 @@ import (
 )
 
 // FuzzFormatSyslog: whatever an alert holds, the message is strict RFC
-// 5424 and the CEF body splits back into the same fields.
+// 5424 and the CEF body splits back into the same fields; so is its
+// resolution, whose reason is the fuzzed message too.
 func FuzzFormatSyslog(f *testing.F) {
 	f.Add("r", "high", "msg", "id", "user", "ns")
 	f.Add("rule with spaces", "critical", "a]b\"c\\d|e=f\ng\xff", "x", `u"]\`, "k|s")
@@ -21,28 +22,36 @@ func FuzzFormatSyslog(f *testing.F) {
 		s := join.Session{ExecRecord: auditlog.ExecRecord{User: auditlog.UserInfo{Username: user}, Namespace: ns}}
 		p, _ := json.Marshal(alert.Input{Session: &s})
 		a := store.Alert{ID: id, Time: t0, Rule: rule, Severity: sev, Message: msg, Payload: p}
-		for _, format := range []string{FormatRFC5424, FormatCEF} {
-			raw := formatSyslog(&a, 4, "node 1", "42", "v|1", format, 0)
-			m, err := parseRFC5424(raw)
-			if err != nil {
-				t.Fatalf("%v\n%q", err, raw)
-			}
-			if m.SD[sdID]["user"] != viaJSON(user) {
-				t.Fatalf("user %q became %q", user, m.SD[sdID]["user"])
-			}
-			if format == FormatCEF {
-				hdr, ext, err := splitCEF(m.Msg)
+		r := a
+		r.Status, r.ResolvedAt, r.Resolution = store.AlertResolved, t0.Add(time.Minute), msg
+		for _, a := range []store.Alert{a, r} {
+			for _, format := range []string{FormatRFC5424, FormatCEF} {
+				raw := formatSyslog(&a, 4, "node 1", "42", "v|1", format, 0)
+				m, err := parseRFC5424(raw)
 				if err != nil {
-					t.Fatalf("%v\n%q", err, m.Msg)
+					t.Fatalf("%v\n%q", err, raw)
 				}
-				if hdr[4] != cefHeaderEscaperInverse(rule) || ext["suser"] != viaJSON(user) {
-					t.Fatalf("CEF %q: hdr %q ext %q", m.Msg, hdr, ext)
+				if m.SD[sdID]["user"] != viaJSON(user) {
+					t.Fatalf("user %q became %q", user, m.SD[sdID]["user"])
 				}
-			} else if m.Msg != strings.ToValidUTF8(msg, "\uFFFD") {
-				t.Fatalf("MSG %q, want %q", m.Msg, msg)
-			}
-			if udp := formatSyslog(&a, 4, "h", "1", "v", format, 600); len(udp) > 600 && len(udp) > len(raw)-len(m.Msg) {
-				t.Fatalf("truncated message is %d bytes", len(udp))
+				if got := m.SD[sdID]["resolution"]; got != strings.ToValidUTF8(a.Resolution, "\uFFFD") {
+					t.Fatalf("resolution %q became %q", a.Resolution, got)
+				}
+				if format == FormatCEF {
+					hdr, ext, err := splitCEF(m.Msg)
+					if err != nil {
+						t.Fatalf("%v\n%q", err, m.Msg)
+					}
+					if hdr[4] != cefHeaderEscaperInverse(rule) || ext["suser"] != viaJSON(user) ||
+						ext["reason"] != strings.ToValidUTF8(a.Resolution, "\uFFFD") {
+						t.Fatalf("CEF %q: hdr %q ext %q", m.Msg, hdr, ext)
+					}
+				} else if m.Msg != strings.ToValidUTF8(headline(&a), "\uFFFD") {
+					t.Fatalf("MSG %q, want %q", m.Msg, headline(&a))
+				}
+				if udp := formatSyslog(&a, 4, "h", "1", "v", format, 600); len(udp) > 600 && len(udp) > len(raw)-len(m.Msg) {
+					t.Fatalf("truncated message is %d bytes", len(udp))
+				}
 			}
 		}
 	})
