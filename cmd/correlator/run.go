@@ -87,6 +87,8 @@ detached when it exits; with --no-capture it loads nothing into the kernel.`,
 	f.DurationVar(&n.Agent.Join.PendingTTL, "pending-ttl", n.Agent.Join.PendingTTL, "how long a process waits for its audit record")
 	f.DurationVar(&n.Agent.Join.AuditLag, "audit-lag", n.Agent.Join.AuditLag,
 		"how late an exec request's audit record may reach this node; an ID-less exec's heuristic answer waits for it (the webhook batches for up to 30s)")
+	f.DurationVar(&n.Agent.Join.LateWindow, "late-window", n.Agent.Join.LateWindow,
+		"how long after its start an exited exec-session process is kept for an audit record later than --pending-ttl (the clouds' delivery delay, a backlog); 0 keeps none")
 	f.DurationVar(&n.Agent.Join.ClockSkew, "clock-skew", n.Agent.Join.ClockSkew,
 		"how far the node's clock may lag the apiserver's when pairing a verified root with its exec request")
 	o.capture.add(f)

@@ -146,6 +146,12 @@ type Agent struct {
 	labels        *podLabelCache // nil without alerts
 	waits         *alertWaits    // owned by the run loop
 	lookup        *lookupState
+	resolved      *resolutions // alerts raised per process, owned by the run loop (resolutions.go)
+
+	late            *lateMetrics
+	restorer        ProcessLister // nil: nothing read back at start (late.go)
+	restoreMax      int
+	restoreFailures prometheus.Counter
 }
 
 // New builds an agent. reg may be nil.
@@ -173,6 +179,11 @@ func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus
 			Help: "Alert batches the agent could not hand to the delivery spools (they stay in the store)."}),
 	}
 	a.execs, a.exits = a.events.WithLabelValues("exec"), a.events.WithLabelValues("exit")
+	a.late = newLateMetrics(f)
+	a.restoreFailures = f.NewCounter(prometheus.CounterOpts{Name: "correlator_agent_restore_failures_total",
+		Help: "Start-up reads of the store's unattributed processes that failed or hit their bound: the processes " +
+			"not read back keep their stored answer even if their record comes late."})
+	a.resolved = newResolutions(f)
 	for _, o := range opts {
 		o(a)
 	}
@@ -230,6 +241,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer tick.Stop()
 	a.mem.start()
 	defer a.mem.restore()
+	a.restore(ctx)
 	var looked chan lookedUp
 	if a.lookup != nil {
 		a.lookup.run(ctx)
@@ -243,7 +255,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			// before the roots that hold its requests are known again.
 			a.emit(ctx, now, a.joiner.RestoreRoots(now, l.id, l.roots))
 			for _, rec := range l.recs {
-				a.emit(ctx, now, a.joiner.AddRecord(now, rec))
+				a.addRecord(ctx, now, rec)
 			}
 		case items := <-a.procs:
 			a.handleProcesses(ctx, items)
@@ -291,7 +303,7 @@ func (a *Agent) handleAudit(ctx context.Context, b auditBatch) {
 			raw = append(raw, a.auditRecord(&b.evs[i]))
 		}
 		for _, rec := range res.Updated {
-			a.emit(ctx, now, a.joiner.AddRecord(now, rec))
+			a.addRecord(ctx, now, rec)
 		}
 	}
 	// The batch is no longer queued: what the merger and the joiner keep
@@ -339,7 +351,8 @@ func (a *Agent) emit(ctx context.Context, since time.Time, ups []join.Update) {
 			b.Processes = append(b.Processes, *u.Process)
 		}
 	}
-	b.Alerts = a.evaluate(&b, since)
+	// Then what a late record contradicts among the alerts raised before.
+	b.Alerts = append(a.evaluate(&b, since), a.resolveLate(ctx, &b, since)...)
 	if err := a.sink.Add(ctx, b); err != nil {
 		a.log.Error().Err(err).Int("sessions", len(b.Sessions)).Int("processes", len(b.Processes)+len(b.Exits)).Msg("queueing store batch")
 	}

@@ -118,8 +118,10 @@ func (c *sessionCache) get(j *join.Joiner, id string) *join.Session {
 }
 
 // deliver hands alerts to the outlet; a failure is logged and counted, the
-// alerts stay in the store.
+// alerts stay in the store. Every alert raised passes here, held ones too
+// (alerts_wait.go), so here the agent remembers them for resolutions.
 func (a *Agent) deliver(ctx context.Context, alerts []store.Alert) {
+	a.resolved.remember(alerts)
 	if a.outlet == nil || len(alerts) == 0 {
 		return
 	}

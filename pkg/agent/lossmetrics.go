@@ -34,6 +34,7 @@ type joinCollector struct {
 	evicted   *prometheus.Desc
 	expired   *prometheus.Desc
 	uncovered *prometheus.Desc
+	late      *prometheus.Desc
 }
 
 func newJoinCollector(snap *atomic.Pointer[lossStats]) *joinCollector {
@@ -50,6 +51,12 @@ func newJoinCollector(snap *atomic.Pointer[lossStats]) *joinCollector {
 		uncovered: prometheus.NewDesc("correlator_join_uncovered_execs_total",
 			"Exec roots the runtime exec'd that no allowed exec request of their pod explained after --pending-ttl "+
 				"(flagged uncovered_exec): execs that bypassed admission, such as nodes/proxy or a runtime exec on the node.", nil, nil),
+		late: prometheus.NewDesc("correlator_join_late_total",
+			"Processes and records past --pending-ttl, by kind: processes (answered by a record after their wait ended, "+
+				"flagged late_audit_record), kept (exited exec-session processes held past the TTL for such a record, "+
+				"--late-window), forgotten (those that left still unanswered: the window over, or a bound; their rows keep "+
+				"what was said), restored (unattributed processes read back from the store at start).",
+			[]string{"kind"}, nil),
 	}
 }
 
@@ -57,6 +64,7 @@ func (c *joinCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.evicted
 	ch <- c.expired
 	ch <- c.uncovered
+	ch <- c.late
 }
 
 func (c *joinCollector) Collect(ch chan<- prometheus.Metric) {
@@ -72,4 +80,8 @@ func (c *joinCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(j.Expired))
 	ch <- prometheus.MustNewConstMetric(c.uncovered, prometheus.CounterValue, float64(j.UncoveredExecs))
+	for kind, v := range map[string]int64{"processes": j.LateProcesses, "kept": j.LateKept, "forgotten": j.LateForgotten,
+		"restored": j.Restored} {
+		ch <- prometheus.MustNewConstMetric(c.late, prometheus.CounterValue, float64(v), kind)
+	}
 }

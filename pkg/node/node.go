@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -176,6 +177,13 @@ func (n *Node) agentOptions(ctx context.Context, reg prometheus.Registerer) ([]a
 	if disp != nil {
 		opts[0] = agent.WithAlerts(eng, disp)
 	}
+	if strings.HasPrefix(cfg.Store, "sqlite:") {
+		// Only a node's own store: the fleet's Elasticsearch holds every
+		// node's processes, and a node must take back only its own.
+		opts = append(opts, agent.WithRestore(n.st, agent.DefaultRestoreMax))
+	}
+	// The alerts raised before a restart, for a late record to resolve.
+	opts = append(opts, agent.WithAlertHistory(n.st))
 	lookups := agent.Lookups{agent.NewStoredRecords(n.st)}
 	if cfg.Lookup == "elasticsearch" {
 		esCfg, err := cfg.ES.Resolve()
