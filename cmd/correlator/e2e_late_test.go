@@ -1,15 +1,22 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/join"
+	"github.com/execid/correlator/pkg/store"
 	"github.com/execid/correlator/pkg/vocab"
 )
 
@@ -25,11 +32,16 @@ const lateTTL = 4 * time.Second
 // their delay, the session holds them and the user filter finds them.
 // Then the same across a crash: the agent is killed after the flag, a new
 // one starts on the same store, and the record comes after the restart.
-// Positive control: a session whose record never comes stays
-// no_audit_record, unattributed, before and after the restart.
+// The alerts the shipped rules raised at the TTL (no-audit-record) are
+// followed by their resolution, under the same IDs, in the store (the
+// REST API) and in an alert sink (a file). Positive control: a session
+// whose record never comes stays no_audit_record, unattributed, its
+// alerts standing, before and after the restart.
 func TestEndToEndLateRecord(t *testing.T) {
 	env := newE2EEnv(t, testutil.ContainerConfig{})
-	a := env.start("--pending-ttl", lateTTL.String())
+	sink := filepath.Join(env.dir, "alerts.jsonl")
+	args := []string{"--pending-ttl", lateTTL.String(), "--alert-sink", "file:" + sink}
+	a := env.start(args...)
 
 	never := a.request("nobody", "sh")
 	nm := marker()
@@ -40,20 +52,86 @@ func TestEndToEndLateRecord(t *testing.T) {
 	req := a.request("lateuser", "sh")
 	a.exec(req, "sh", "-c", fmt.Sprintf("/bin/echo %s-late; true", m))
 	waitFlagged(a, m, req.AuditID)
+	waitAlerts(a, m, "")
 	a.writeLog(req)
 	checkLate(t, a, m, req.AuditID, "lateuser")
+	resolved := waitAlerts(a, m, store.AlertResolved)
+	waitSink(a, sink, resolved)
 
 	// The record after a restart.
 	m2 := marker()
 	req2 := a.request("lateuser2", "sh")
 	a.exec(req2, "sh", "-c", fmt.Sprintf("/bin/echo %s-restart; true", m2))
 	waitFlagged(a, m2, req2.AuditID)
+	waitAlerts(a, m2, "")
 	a.kill()
-	b := env.start("--pending-ttl", lateTTL.String())
+	b := env.start(args...)
 	b.writeLog(req2)
 	checkLate(t, b, m2, req2.AuditID, "lateuser2")
+	waitSink(b, sink, waitAlerts(b, m2, store.AlertResolved))
 	// The control, read from the agent that restarted.
 	waitFlagged(b, nm, never.AuditID)
+	waitAlerts(b, nm, "")
+}
+
+// waitAlerts waits until the store holds the no-audit-record alerts of
+// marker's two processes, each with the given status, and returns them.
+func waitAlerts(a *e2eAgent, marker, status string) []store.Alert {
+	a.t.Helper()
+	var got []store.Alert
+	testutil.EventuallyNil(a.t, func() error {
+		ids := map[string]bool{}
+		for _, p := range a.processes(marker) {
+			ids[p.ProcessID] = true
+		}
+		resp, err := http.Get(a.base + "/api/v1/alerts?" + url.Values{"rule": {"no-audit-record"}, "limit": {"500"}}.Encode())
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var page struct{ Items []store.Alert }
+		if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+			return fmt.Errorf("decoding alerts: %w", err)
+		}
+		got = slices.DeleteFunc(page.Items, func(al store.Alert) bool { return !ids[al.ProcessID] })
+		if len(got) != 2 {
+			return fmt.Errorf("%d no-audit-record alerts for %s's processes, want 2 (the shell and its echo)", len(got), marker)
+		}
+		for _, al := range got {
+			if al.Status != status || (status != "" && (al.Resolution == "" || al.ResolvedAt.IsZero())) {
+				return fmt.Errorf("alert %s status %q resolution %q, want status %q", al.ID, al.Status, al.Resolution, status)
+			}
+		}
+		return nil
+	})
+	return got
+}
+
+// waitSink waits until the alert sink's file holds a resolution under
+// each of the alerts' IDs.
+func waitSink(a *e2eAgent, path string, alerts []store.Alert) {
+	a.t.Helper()
+	testutil.EventuallyNil(a.t, func() error {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		resolved := map[string]bool{}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var al store.Alert
+			if json.Unmarshal(sc.Bytes(), &al) == nil && al.Status == store.AlertResolved {
+				resolved[al.ID] = true
+			}
+		}
+		for _, al := range alerts {
+			if !resolved[al.ID] {
+				return fmt.Errorf("no resolution of alert %s (%s) in %s", al.ID, al.Rule, path)
+			}
+		}
+		return nil
+	})
 }
 
 // waitFlagged waits until marker's two processes (the shell and its echo)
