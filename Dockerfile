@@ -13,7 +13,8 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 # CGO-free (pure-Go SQLite), so the binary runs on a base without libc.
-# Little-endian targets only (amd64, arm64): the committed object is bpfel.
+# amd64 and arm64 only: the committed objects are per architecture (bpf2go
+# -target amd64,arm64), the build embeds its GOARCH's.
 RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath -ldflags "-s -w" -o /out/correlator ./cmd/correlator
 

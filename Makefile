@@ -109,11 +109,15 @@ deps-generate:
 	@$(call ensure_pkgs,$(GENERATE_DEPS),1)
 	$(GO) mod download
 
-## generate: rebuild pkg/capture/correlator_bpfel.{go,o} from bpf/ with the
-## bpf2go pinned in go.mod; the result must match what is committed.
+## generate: rebuild pkg/capture's bpf2go output from bpf/ with the bpf2go
+## pinned in go.mod: per object, <stem>_x86_bpfel.{go,o} (amd64) and
+## <stem>_arm64_bpfel.{go,o} (arm64); the result must match what is
+## committed. Every earlier output is removed first, so a stale name (the
+## single-arch <stem>_bpfel.{go,o}) cannot linger beside the new ones.
 generate: deps-generate
 	@v=$$(clang -dumpversion); if [ "$${v%%.*}" != "$(CLANG_MAJOR)" ]; then \
 		echo "generate: warning: clang $$v, but the committed objects come from clang $(CLANG_MAJOR) (Debian 12); expect a byte-level diff" >&2; fi
+	rm -f pkg/capture/*_bpfel*.go pkg/capture/*_bpfel*.o
 	$(GO) generate ./pkg/capture/...
 
 ## build: bin/correlator.
@@ -196,10 +200,13 @@ render-config:
 
 IMAGE ?= ghcr.io/execid/correlator:dev
 IMAGE_ARCHIVE ?= bin/correlator.oci.tar
+IMAGE_ARCHES ?= amd64 arm64
 ## image: correlator's image as an OCI archive, offline (no Docker, no registry):
-## import it with `ctr -n k8s.io images import bin/correlator.oci.tar`.
+## one image index with linux/amd64 and linux/arm64 under one reference. Import
+## it with `ctr -n k8s.io images import bin/correlator.oci.tar`; push it with
+## `skopeo copy --all` (docs/install.md, "Publishing the image").
 image:
-	GO=$(GO) IMAGE=$(IMAGE) OUT=$(IMAGE_ARCHIVE) bash scripts/image.sh
+	GO=$(GO) IMAGE=$(IMAGE) OUT=$(IMAGE_ARCHIVE) ARCHES="$(IMAGE_ARCHES)" bash scripts/image.sh
 
 ## image-docker: the same image from the Dockerfile (needs a Docker engine).
 image-docker:

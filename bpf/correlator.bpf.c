@@ -101,3 +101,16 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 	place_clear(p);
 	return 0;
 }
+
+/*
+ * Built once per architecture: pkg/capture/gen.go runs bpf2go with -target
+ * amd64,arm64, which defines __TARGET_ARCH_x86 or __TARGET_ARCH_arm64 (and
+ * picks the object by GOARCH at build time). Nothing above reads pt_regs,
+ * syscall numbers or an arch-only field, so both objects come out the same
+ * (docs/kernels.md, "Architectures"); exactly one target arch keeps
+ * bpf_tracing.h's PT_REGS_* right should a kprobe ever be added. At the end
+ * of the file so that the programs' line info does not move.
+ */
+#if defined(__TARGET_ARCH_x86) + defined(__TARGET_ARCH_arm64) != 1
+#error "build with exactly one of __TARGET_ARCH_x86, __TARGET_ARCH_arm64 (bpf2go -target amd64,arm64)"
+#endif

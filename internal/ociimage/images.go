@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 )
@@ -36,7 +37,7 @@ func Pause(path string) error {
 		return fmt.Errorf("creating pause build directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	bin, err := buildPause(dir)
+	bin, err := buildPause(dir, runtime.GOARCH)
 	if err != nil {
 		return err
 	}
@@ -49,10 +50,10 @@ func Pause(path string) error {
 	})
 }
 
-// buildPause builds the embedded pause source in its own module under dir,
-// so the build does not depend on the working directory or this module's
-// go.mod, and returns the binary's path.
-func buildPause(dir string) (string, error) {
+// buildPause builds the embedded pause source for linux/goarch in its own
+// module under dir, so the build does not depend on the working directory
+// or this module's go.mod, and returns the binary's path, dir/pause-goarch.
+func buildPause(dir, goarch string) (string, error) {
 	goBin, err := goCommand()
 	if err != nil {
 		return "", err
@@ -63,12 +64,12 @@ func buildPause(dir string) (string, error) {
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), pauseSource, 0o644); err != nil {
 		return "", fmt.Errorf("writing pause source: %w", err)
 	}
-	bin := filepath.Join(dir, "pause")
+	bin := filepath.Join(dir, "pause-"+goarch)
 	cmd := exec.Command(goBin, "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", bin, ".")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOFLAGS=", "GOWORK=off")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch, "GOFLAGS=", "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building pause: %w: %s", err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("building pause for %s: %w: %s", goarch, err, strings.TrimSpace(string(out)))
 	}
 	return bin, nil
 }
@@ -175,12 +176,48 @@ func Correlator(path, binary string) error {
 	return WriteCorrelator(path, CorrelatorRef, binary)
 }
 
-// WriteCorrelator is Correlator with another reference, for `make image`.
+// WriteCorrelator is Correlator with another reference. The image is for
+// the build machine's architecture (runtime.GOARCH), and binary must be too.
 func WriteCorrelator(path, ref, binary string) error {
+	if err := requireCorrelator(binary, runtime.GOARCH); err != nil {
+		return err
+	}
+	return Write(path, CorrelatorSpec(ref, binary))
+}
+
+// Binary is correlator's static binary for one architecture.
+type Binary struct {
+	// Arch is the GOARCH it was built for: amd64, arm64.
+	Arch string
+	Path string
+}
+
+// WriteCorrelatorIndex writes correlator's image for each of binaries to
+// path as one image index under ref (WriteIndex), for `make image`: one
+// reference that a node of any of those architectures pulls its own
+// binary from. Each binary must be static and an ELF of its Arch.
+func WriteCorrelatorIndex(path, ref string, binaries []Binary) error {
+	specs := make([]Spec, 0, len(binaries))
+	for _, b := range binaries {
+		if err := requireCorrelator(b.Path, b.Arch); err != nil {
+			return err
+		}
+		spec := CorrelatorSpec(ref, b.Path)
+		spec.Platform = LinuxPlatform(b.Arch)
+		specs = append(specs, spec)
+	}
+	return WriteIndex(path, ref, specs)
+}
+
+// requireCorrelator fails unless binary is static and built for goarch.
+func requireCorrelator(binary, goarch string) error {
 	if err := requireStatic(binary); err != nil {
 		return fmt.Errorf("%w (build it with CGO_ENABLED=0)", err)
 	}
-	return Write(path, CorrelatorSpec(ref, binary))
+	if err := requireMachine(binary, goarch); err != nil {
+		return fmt.Errorf("%w (build it with GOOS=linux GOARCH=%s)", err, goarch)
+	}
+	return nil
 }
 
 // requireStatic fails unless path is an ELF executable with no program

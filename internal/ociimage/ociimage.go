@@ -7,6 +7,8 @@
 //
 // Pause, Busybox and Correlator build the three images the node harness
 // (internal/nodeharness) imports into its containerd; Write builds any other.
+// WriteIndex writes one image per platform under one reference (an OCI
+// image index), as WriteCorrelatorIndex does for `make image`.
 package ociimage
 
 import (
@@ -79,6 +81,18 @@ type Spec struct {
 	Labels     map[string]string
 	// CreatedBy is the history entry's description.
 	CreatedBy string
+	// Platform is the OS, architecture and variant of the image's config
+	// and of its descriptor. The zero value is linux on the build
+	// machine's architecture (runtime.GOARCH); LinuxPlatform names others.
+	Platform v1.Platform
+}
+
+// platform is spec.Platform, or linux/runtime.GOARCH when it is zero.
+func (spec Spec) platform() v1.Platform {
+	if spec.Platform.OS == "" && spec.Platform.Architecture == "" {
+		return LinuxPlatform(runtime.GOARCH)
+	}
+	return spec.Platform
 }
 
 // Write builds spec's image and writes it to path as an OCI image-layout
@@ -95,6 +109,24 @@ func Write(path string, spec Spec) error {
 	if err != nil {
 		return err
 	}
+	return writeLayout(path, func(p layout.Path) error {
+		err := p.AppendImage(img, layout.WithAnnotations(refAnnotations(spec.Ref, tag)), layout.WithPlatform(spec.platform()))
+		if err != nil {
+			return fmt.Errorf("writing image %s to layout: %w", spec.Ref, err)
+		}
+		return nil
+	})
+}
+
+// refAnnotations name an image or an index in index.json (see
+// AnnotationImageName).
+func refAnnotations(ref, tag string) map[string]string {
+	return map[string]string{AnnotationImageName: ref, AnnotationRefName: tag}
+}
+
+// writeLayout writes an OCI image layout with add in a temporary directory
+// beside path, then archives it to path.
+func writeLayout(path string, add func(layout.Path) error) error {
 	dir, err := os.MkdirTemp(filepath.Dir(path), ".ociimage-*")
 	if err != nil {
 		return fmt.Errorf("creating layout directory: %w", err)
@@ -104,11 +136,8 @@ func Write(path string, spec Spec) error {
 	if err != nil {
 		return fmt.Errorf("writing image layout %s: %w", dir, err)
 	}
-	err = p.AppendImage(img,
-		layout.WithAnnotations(map[string]string{AnnotationImageName: spec.Ref, AnnotationRefName: tag}),
-		layout.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}))
-	if err != nil {
-		return fmt.Errorf("writing image %s to layout: %w", spec.Ref, err)
+	if err := add(p); err != nil {
+		return err
 	}
 	return tarDir(dir, path)
 }
@@ -126,9 +155,11 @@ func Image(spec Spec) (v1.Image, error) {
 	}
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	plat := spec.platform()
 	img, err = mutate.ConfigFile(img, &v1.ConfigFile{
-		Architecture: runtime.GOARCH,
-		OS:           "linux",
+		Architecture: plat.Architecture,
+		OS:           plat.OS,
+		Variant:      plat.Variant,
 		Created:      v1.Time{Time: epoch()},
 		Config: v1.Config{
 			Entrypoint: spec.Entrypoint,

@@ -34,6 +34,33 @@ type entry struct {
 // with go-containerregistry: the index descriptor and the image.
 func readArchive(t *testing.T, archive string) (v1.Descriptor, v1.Image) {
 	t.Helper()
+	idx, err := layout.ImageIndexFromPath(unpackArchive(t, archive))
+	if err != nil {
+		t.Fatalf("reading layout: %v", err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Manifests) != 1 {
+		t.Fatalf("index has %d manifests, want 1", len(im.Manifests))
+	}
+	desc := im.Manifests[0]
+	if desc.MediaType != types.OCIManifestSchema1 {
+		t.Errorf("manifest media type %s, want %s", desc.MediaType, types.OCIManifestSchema1)
+	}
+	img, err := idx.Image(desc.Digest)
+	if err != nil {
+		t.Fatalf("reading image: %v", err)
+	}
+	return desc, img
+}
+
+// unpackArchive unpacks an OCI layout archive into a temporary directory,
+// checking that every entry has the fixed time and root ownership, and
+// returns the directory.
+func unpackArchive(t *testing.T, archive string) string {
+	t.Helper()
 	dir := t.TempDir()
 	f, err := os.Open(archive)
 	if err != nil {
@@ -73,26 +100,7 @@ func readArchive(t *testing.T, archive string) (v1.Descriptor, v1.Image) {
 	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); err != nil {
 		t.Fatalf("archive has no oci-layout: %v", err)
 	}
-	idx, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		t.Fatalf("reading layout: %v", err)
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(im.Manifests) != 1 {
-		t.Fatalf("index has %d manifests, want 1", len(im.Manifests))
-	}
-	desc := im.Manifests[0]
-	if desc.MediaType != types.OCIManifestSchema1 {
-		t.Errorf("manifest media type %s, want %s", desc.MediaType, types.OCIManifestSchema1)
-	}
-	img, err := idx.Image(desc.Digest)
-	if err != nil {
-		t.Fatalf("reading image: %v", err)
-	}
-	return desc, img
+	return dir
 }
 
 // files reads every file of img's layers.
@@ -240,7 +248,7 @@ func TestPauseProgram(t *testing.T) {
 	if _, err := goCommand(); err != nil {
 		t.Skip(err)
 	}
-	bin, err := buildPause(t.TempDir())
+	bin, err := buildPause(t.TempDir(), runtime.GOARCH)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +286,7 @@ func TestCorrelator(t *testing.T) {
 	}
 	dir := t.TempDir()
 	// Any static binary stands in for correlator's: the pause program.
-	bin, err := buildPause(dir)
+	bin, err := buildPause(dir, runtime.GOARCH)
 	if err != nil {
 		t.Fatal(err)
 	}

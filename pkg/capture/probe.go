@@ -64,17 +64,45 @@ func (p *Probe) hooks() []hook {
 // from any other build pinned there (an upgrade or rollback: see Attach). It
 // does not attach.
 func Load(cfg Config, log zerolog.Logger) (*Probe, error) {
+	return kernelSteps().run(cfg, log)
+}
+
+// loadSteps are Load's steps against the kernel, in the order run takes
+// them. Load runs the real ones (kernelSteps); a test passes its own to
+// check the order.
+type loadSteps struct {
+	preflight     func() error
+	removeMemlock func() error
+	choose        func(Object) (build, error)
+	load          func(Config, zerolog.Logger, build) (*Probe, error)
+}
+
+func kernelSteps() loadSteps {
+	return loadSteps{preflight: Preflight, removeMemlock: rlimit.RemoveMemlock, choose: chooseBuild, load: load}
+}
+
+func (s loadSteps) run(cfg Config, log zerolog.Logger) (*Probe, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := Preflight(); err != nil {
+	if err := s.preflight(); err != nil {
 		return nil, err
 	}
-	b, err := chooseBuild(cfg.Object)
+	// Before anything touches BPF, the feature probes of chooseBuild
+	// included: before 5.11 every map and program is charged to
+	// RLIMIT_MEMLOCK, against the user's locked memory (an agent's maps
+	// count against a later capture's limit): at the distributions' 64 KiB
+	// default, beside an agent, even the first probe's one-entry array is
+	// refused. Since 5.11 the memory cgroup is charged instead, and this
+	// does nothing.
+	if err := s.removeMemlock(); err != nil {
+		return nil, fmt.Errorf("removing memlock rlimit: %w", err)
+	}
+	b, err := s.choose(cfg.Object)
 	if err != nil {
 		return nil, err
 	}
-	return load(cfg, log, b)
+	return s.load(cfg, log, b)
 }
 
 func load(cfg Config, log zerolog.Logger, b build) (*Probe, error) {
