@@ -7,7 +7,7 @@
 #   make test-es    the tests that need Elasticsearch, on a real 3-node cluster
 #   make generate   rebuild the committed bpf2go output from bpf/
 #   make e2e-kernels  the probes and the capture suite on kernels 5.10, 6.1,
-#                   6.12 (qemu) and the host's (root)
+#                   6.12 (qemu, amd64 and arm64) and the host's (root)
 #   make picture    redraw docs/path.svg from docs/path.dot (Graphviz)
 #   make bench | fuzz | lint | build | deps | clean
 #
@@ -272,26 +272,35 @@ e2e-cluster: deps-test
 
 ## e2e-kernels: the kernel matrix (root): Debian's 5.10 (bullseye), 6.1
 ## (bookworm) and 6.12 (trixie) booted under qemu (TCG) on the host's root
-## (9p, read-only, tmpfs overlay; cgroup v2), and this machine's kernel. In
+## (9p, read-only, tmpfs overlay; cgroup v2), the same three arm64 kernels
+## (arm64:5.10 ...) under qemu-system-aarch64 on a root of Debian's arm64
+## packages with cross-compiled tests, and this machine's kernel. In
 ## each: the probes loaded as `correlator capture` loads them, with the
 ## verifier's instruction counts per program, then the pkg/capture suite
-## (its test binary, built here). KERNELS="6.1 6.12" picks kernels;
-## E2E_KERNELS_RUN=regexp the tests (empty: load only). Kernels are fetched
+## (its test binary, built here). KERNELS="6.1 arm64:6.12" picks kernels;
+## E2E_KERNELS_RUN=regexp the tests (empty: load only);
+## E2E_KERNELS_RUN_arm64_6_1=regexp one kernel's. Kernels are fetched
 ## with apt-get download into /var/cache/correlator-e2e-kernels (KERNEL_CACHE),
 ## with their own sources list and state: the machine's apt setup is untouched.
 ## scripts/e2e-kernels/run.sh documents the rest. Runtimes: in the guests
 ## (pure cgroup v2) the container tests run again with crun
 ## (E2E_KERNELS_CRUN_RUN), and one end-to-end attribution through `correlator
 ## run` with runc and crun (E2E_KERNELS_E2E_RUN); empty: none.
-KERNELS          ?= 5.10 6.1 6.12 host
+KERNELS          ?= 5.10 6.1 6.12 arm64:5.10 arm64:6.1 arm64:6.12 host
 E2E_KERNELS_RUN  ?= .
 E2E_KERNELS_DEPS := qemu-system-x86:qemu-system-x86_64 busybox-static:static:busybox kmod:depmod xz-utils:xz cpio:cpio crun:crun
+# arm64 kernels: qemu-system-aarch64, and the cross compiler for the forger.
+E2E_KERNELS_ARM64_DEPS := qemu-system-arm:qemu-system-aarch64 gcc-aarch64-linux-gnu:aarch64-linux-gnu-gcc libc6-dev-arm64-cross:dpkg
 # e2e_kernels_pass VAR: VAR='<its value, unexpanded>' when VAR is set, so
 # that unset keeps run.sh's default and empty means none.
 e2e_kernels_pass = $(if $(filter undefined,$(origin $(1))),,$(1)='$(value $(1))')
+# e2e_kernels_cmdline: the other E2E_KERNELS_* given on make's command line
+# (per kernel: E2E_KERNELS_RUN_arm64_6_1=...), unexpanded, as make would
+# expand a regexp's $ in exporting them.
+e2e_kernels_cmdline = $(foreach v,$(sort $(filter-out E2E_KERNELS_RUN E2E_KERNELS_CRUN_RUN E2E_KERNELS_E2E_RUN,$(filter E2E_KERNELS_%,$(.VARIABLES)))),$(if $(filter command line,$(origin $(v))),$(v)='$(value $(v))'))
 .PHONY: e2e-kernels
 e2e-kernels:
-	@$(call ensure_pkgs,$(RUNTIME_DEPS) $(E2E_KERNELS_DEPS),1)
+	@$(call ensure_pkgs,$(RUNTIME_DEPS) $(E2E_KERNELS_DEPS) $(if $(filter arm64:%,$(KERNELS)),$(E2E_KERNELS_ARM64_DEPS)),1)
 	KERNELS='$(KERNELS)' E2E_KERNELS_RUN='$(value E2E_KERNELS_RUN)' GO='$(GO)' \
 	$(call e2e_kernels_pass,E2E_KERNELS_CRUN_RUN) $(call e2e_kernels_pass,E2E_KERNELS_E2E_RUN) \
-	bash scripts/e2e-kernels/run.sh
+	$(e2e_kernels_cmdline) bash scripts/e2e-kernels/run.sh

@@ -27,6 +27,11 @@ const (
 	ForgerExitNoKey = 6 // steal: KEY is not in /proc/PID/environ
 )
 
+// ForgerBinEnv names a prebuilt static forger that BuildForger returns
+// instead of compiling one: the kernel matrix's arm64 guests have no
+// compiler, so the host cross-compiles it (scripts/e2e-kernels/run.sh).
+const ForgerBinEnv = "CORRELATOR_TEST_FORGER_BIN"
+
 // BuildForger compiles the forger with `gcc -static` (clang when there is no
 // gcc) into t.TempDir() and returns the binary's path, for
 // ContainerConfig.Files:
@@ -34,9 +39,16 @@ const (
 //	Files: map[string]string{"/bin/forger": testutil.BuildForger(t)}
 //
 // It does not need root. A build takes about half a second; a test that
-// starts several containers can build once and share the path.
+// starts several containers can build once and share the path. With
+// ForgerBinEnv set, it returns that binary, once it is checked static.
 func BuildForger(t testing.TB) string {
 	t.Helper()
+	if bin := os.Getenv(ForgerBinEnv); bin != "" {
+		if err := checkStatic(bin, "build it with gcc -static"); err != nil {
+			t.Fatalf("using the prebuilt forger (%s): %v", ForgerBinEnv, err)
+		}
+		return bin
+	}
 	bin, err := buildForger(t.TempDir())
 	if err != nil {
 		t.Fatalf("building forger: %v", err)

@@ -1,46 +1,39 @@
 #!/usr/bin/env bash
-# fetch.sh KERNEL: download and unpack a Debian kernel for the matrix into the
-# cache ($KERNEL_CACHE, outside the checkout), and print its directory.
+# fetch.sh [ARCH:]KERNEL: download and unpack a Debian kernel for the matrix
+# into the cache ($KERNEL_CACHE, outside the checkout), and print its
+# directory. ARCH is amd64 (the default: "6.1" is "amd64:6.1") or arm64.
 #
 # Each kernel gets its own sources list and apt state under the cache, so the
 # machine's apt setup (/etc/apt, /var/lib/apt) is never touched. The suite's
-# linux-image-amd64 metapackage names the kernel package; what it resolves to
+# linux-image-ARCH metapackage names the kernel package; what it resolves to
 # is recorded in <dir>/version. A kernel already unpacked is reused
-# (E2E_KERNELS_REFRESH=1 fetches again).
+# (E2E_KERNELS_REFRESH=1 fetches again). amd64 kernels live in <cache>/KERNEL,
+# arm64 ones in <cache>/arm64-KERNEL.
 #
 #   5.10  bullseye   6.1  bookworm (+ bookworm-security)   6.12  trixie
 set -euo pipefail
 
-kernel=${1:?usage: fetch.sh 5.10|6.1|6.12}
+spec=${1:?usage: fetch.sh [amd64:|arm64:]5.10|6.1|6.12}
 cache=${KERNEL_CACHE:-/var/cache/correlator-e2e-kernels}
-# The archive and its security archive come from the machine's own apt
-# sources (one-line .list and deb822 .sources), unless given.
-apt_uris() { # prints "URI SUITE" for each deb source the machine has
-	local f
-	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-		[[ -f $f ]] && awk '$1 == "deb" { i = 2; if ($2 ~ /^\[/) while ($i !~ /\]$/) i++; if ($2 ~ /^\[/) i++; print $i, $(i+1) }' "$f"
-	done
-	for f in /etc/apt/sources.list.d/*.sources; do
-		[[ -f $f ]] && awk 'BEGIN { RS = ""; FS = "\n" } /(^|\n)Types:[^\n]*deb([ \t\n]|$)/ {
-			u = ""; su = ""
-			for (k = 1; k <= NF; k++) { if ($k ~ /^URIs:/) { split($k, a, /[ \t]+/); u = a[2] } if ($k ~ /^Suites:/) { split($k, b, /[ \t]+/); su = b[2] } }
-			if (u != "") print u, su }' "$f"
-	done
-	return 0
-}
-mirror=${DEBIAN_MIRROR:-$(apt_uris | awk '$2 !~ /-security$/ { print $1; exit }')}
-security=${DEBIAN_SECURITY_MIRROR:-$(apt_uris | awk '$2 ~ /-security$/ { print $1; exit }')}
-mirror=${mirror%/} security=${security%/}
-keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+arch=amd64 kernel=$spec
+[[ $spec != *:* ]] || { arch=${spec%%:*}; kernel=${spec#*:}; }
+case $arch in
+amd64 | arm64) ;;
+*) echo "fetch: unknown architecture $arch in $spec (known: amd64 arm64)" >&2; exit 2 ;;
+esac
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/e2e-kernels/mirror.sh
+. "$here/mirror.sh"
 
 case $kernel in
 5.10) suite=bullseye ;;
 6.1) suite=bookworm ;; # 6.1's point releases land in bookworm-security first
 6.12) suite=trixie ;;
-*) echo "fetch: unknown kernel $kernel (known: 5.10 6.1 6.12)" >&2; exit 2 ;;
+*) echo "fetch: unknown kernel $kernel in $spec (known: 5.10 6.1 6.12)" >&2; exit 2 ;;
 esac
 
 dir=$cache/$kernel
+[[ $arch == amd64 ]] || dir=$cache/$arch-$kernel
 if [[ -f $dir/ready && ${E2E_KERNELS_REFRESH:-0} != 1 ]]; then
 	echo "$dir"
 	exit 0
@@ -50,8 +43,8 @@ fi
 rm -rf "$dir"
 mkdir -p "$dir/apt/lists/partial" "$dir/apt/cache/archives/partial" "$dir/deb"
 {
-	echo "deb [signed-by=$keyring] $mirror $suite main"
-	[[ $kernel != 6.1 ]] || echo "deb [signed-by=$keyring] $security $suite-security main"
+	echo "deb [arch=$arch signed-by=$keyring] $mirror $suite main"
+	[[ $kernel != 6.1 ]] || echo "deb [arch=$arch signed-by=$keyring] $security $suite-security main"
 } >"$dir/apt/sources.list"
 
 apt_opts=(
@@ -63,18 +56,18 @@ apt_opts=(
 	-o "Dir::Cache=$dir/apt/cache"
 	-o Debug::NoLocking=1
 	-o APT::Sandbox::User=root
-	-o APT::Architecture=amd64
-	-o APT::Architectures=amd64
+	-o "APT::Architecture=$arch"
+	-o "APT::Architectures=$arch"
 )
-echo "fetch: $kernel: apt-get update ($suite)" >&2
+echo "fetch: $spec: apt-get update ($suite, $arch)" >&2
 apt-get "${apt_opts[@]}" update -qq >&2
-pkg=$(apt-cache "${apt_opts[@]}" depends linux-image-amd64 |
-	awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')
+pkg=$(apt-cache "${apt_opts[@]}" depends "linux-image-$arch" |
+	awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { sub(/:.*/, "", $2); print $2; exit }')
 if [[ -z $pkg ]]; then
-	echo "fetch: $kernel: linux-image-amd64 in $suite names no kernel package" >&2
+	echo "fetch: $spec: linux-image-$arch in $suite names no kernel package" >&2
 	exit 1
 fi
-echo "fetch: $kernel: apt-get download $pkg" >&2
+echo "fetch: $spec: apt-get download $pkg" >&2
 (cd "$dir/deb" && apt-get "${apt_opts[@]}" download -qq "$pkg" >&2)
 deb=$(ls "$dir"/deb/*.deb)
 dpkg-deb -x "$deb" "$dir/root"
@@ -84,7 +77,7 @@ release=${vmlinuz##*/vmlinuz-}
 mods=$dir/root/lib/modules/$release
 [[ -d $mods ]] || mods=$dir/root/usr/lib/modules/$release
 if [[ ! -d $mods ]]; then
-	echo "fetch: $kernel: no modules for $release in $deb" >&2
+	echo "fetch: $spec: no modules for $release in $deb" >&2
 	exit 1
 fi
 # 6.12 ships .ko.xz; the initramfs's insmod and the guest's modprobe get

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # run.sh: the kernel matrix (make e2e-kernels). For each kernel in KERNELS:
-# a Debian kernel (fetch.sh) booted under qemu TCG with the host's root over
-# 9p (read-only, a tmpfs overlay on top), cgroup v2 unified, and a results
-# share; "host" runs the same checks on this machine's kernel. In each:
+# a Debian kernel (fetch.sh) booted under qemu TCG, cgroup v2 unified, with a
+# read-only 9p root under a tmpfs overlay and a results share; "host" runs
+# the same checks on this machine's kernel. An amd64 kernel ("6.1") boots in
+# qemu-system-x86_64 on the host's own root; an arm64 one ("arm64:6.1") in
+# qemu-system-aarch64 (virt) on a root of Debian's arm64 packages
+# (userland.sh), with the test binaries cross-compiled here (GOARCH=arm64,
+# the forger with aarch64-linux-gnu-gcc) and the cache shared in at its own
+# path. In each:
 #   1. the shipped object is loaded as `correlator capture` loads it, and the
 #      verifier's summary per program printed (TestKernelVerifierStats);
 #   2. when it loads, the pkg/capture test binary (built here with
@@ -11,9 +16,25 @@
 # hangs is killed after its timeout and fails with its console.
 #
 # Environment:
-#   KERNELS                  "5.10 6.1 6.12 host" (any subset, in order)
+#   KERNELS                  "5.10 6.1 6.12 arm64:5.10 arm64:6.1 arm64:6.12
+#                            host" (any subset, in order; "amd64:6.1" is "6.1")
 #   E2E_KERNELS_RUN          the suite's -test.run regexp ('.'); empty: load only
 #   E2E_KERNELS_SUITE_TIMEOUT  seconds for the suite in one kernel (2400)
+#   E2E_KERNELS_<NAME>_<kernel>  a per-kernel value of E2E_KERNELS_<NAME>
+#                            for RUN, CRUN_RUN, E2E_RUN, SUITE_TIMEOUT,
+#                            RUNTIMES_TIMEOUT and MEMLOCK, the kernel as in
+#                            KERNELS with every character other than a letter
+#                            or digit made "_":
+#                            E2E_KERNELS_RUN_arm64_6_1='^TestKernelLineage$'
+#   E2E_KERNELS_MEMLOCK      RLIMIT_MEMLOCK (KiB, `ulimit -l`) in the guests;
+#                            empty: the kernel's own for PID 1. Default: 64 in
+#                            the 5.10 guests of both architectures (Debian
+#                            11's default, where BPF memory is charged to it),
+#                            empty in the others (8 MiB since 5.16)
+#   E2E_KERNELS_ARM64_CPU    qemu-system-aarch64's -cpu (max,pauth-impdef=on:
+#                            every feature, pointer authentication with
+#                            QEMU's cheap algorithm rather than QARMA, which
+#                            TCG emulates slowly)
 #   E2E_KERNELS_LOAD_TIMEOUT   seconds for the load (300)
 #   E2E_KERNELS_OBJECT       the BPF object the suite runs with: auto (what
 #                            Load chooses on that kernel), default or compat
@@ -26,7 +47,8 @@
 #   E2E_KERNELS_BENCH        the suite's benchmarks to run too (-test.bench;
 #                            empty: none), e.g. '^BenchmarkExecOverhead$'
 #   E2E_KERNELS_BENCHTIME    their -test.benchtime (1000x)
-#   E2E_KERNELS_TESTBIN      a pkg/capture test binary to use instead of building one
+#   E2E_KERNELS_TESTBIN      a pkg/capture test binary to use instead of
+#                            building one (amd64 kernels and host)
 #   E2E_KERNELS_OUT          results ($KERNEL_CACHE/run)
 #   KERNEL_CACHE             kernels and apt state (/var/cache/correlator-e2e-kernels)
 set -euo pipefail
@@ -34,15 +56,25 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 GO=${GO:-go}
-kernels=${KERNELS:-5.10 6.1 6.12 host}
+kernels=${KERNELS:-5.10 6.1 6.12 arm64:5.10 arm64:6.1 arm64:6.12 host}
 run_re=${E2E_KERNELS_RUN-.}
 suite_timeout=${E2E_KERNELS_SUITE_TIMEOUT:-2400}
 load_timeout=${E2E_KERNELS_LOAD_TIMEOUT:-300}
 object=${E2E_KERNELS_OBJECT:-auto}
 mem=${E2E_KERNELS_MEM:-4G}
 tcg=${E2E_KERNELS_TCG:-single}
+arm64_cpu=${E2E_KERNELS_ARM64_CPU:-max,pauth-impdef=on}
 export KERNEL_CACHE=${KERNEL_CACHE:-/var/cache/correlator-e2e-kernels}
 work=${E2E_KERNELS_OUT:-$KERNEL_CACHE/run}
+for k in $kernels; do
+	case $k in
+	host | 5.10 | 6.1 | 6.12 | amd64:5.10 | amd64:6.1 | amd64:6.12 | arm64:5.10 | arm64:6.1 | arm64:6.12) ;;
+	*)
+		echo "e2e-kernels: unknown kernel $k in KERNELS (known: 5.10 6.1 6.12 host, arm64:5.10 arm64:6.1 arm64:6.12)" >&2
+		exit 2
+		;;
+	esac
+done
 
 if [[ $(id -u) != 0 ]]; then
 	echo "e2e-kernels: needs root (BPF in the guests, and on the host for KERNELS=host)" >&2
@@ -54,7 +86,7 @@ case $work/ in "$repo"/*)
 	;;
 esac
 # The guest sees the host's root, but mounts its own /tmp and /run.
-for p in "$work" "$KERNEL_CACHE" ${E2E_KERNELS_TESTBIN:+"$E2E_KERNELS_TESTBIN"}; do
+for p in "$work" "$KERNEL_CACHE"; do
 	case $(readlink -m "$p")/ in /tmp/* | /run/*)
 		echo "e2e-kernels: $p is under /tmp or /run, which the guests do not see (they mount their own)" >&2
 		exit 2
@@ -69,12 +101,51 @@ src=$work/src
 rm -rf "$src"
 mkdir -p "$src"
 tar -C "$repo" --exclude=./.git --exclude=./bin -cf - . | tar -C "$src" -xf -
-testbin=${E2E_KERNELS_TESTBIN:-}
-if [[ -z $testbin ]]; then
-	testbin=$work/capture.test
-	echo "e2e-kernels: building the pkg/capture test binary ($testbin)"
-	(cd "$repo" && CGO_ENABLED=0 "$GO" test -c -o "$testbin" ./pkg/capture)
-fi
+
+# kvar NAME KERNEL DEFAULT: E2E_KERNELS_NAME_<kernel> when set (even empty),
+# else DEFAULT.
+kvar() {
+	local v=E2E_KERNELS_${1}_${2//[^A-Za-z0-9]/_}
+	if [[ -n ${!v+set} ]]; then echo "${!v}"; else echo "$3"; fi
+}
+# arch_of KERNEL: amd64 (the host's: "host" and plain versions) or arm64.
+arch_of() {
+	case $1 in arm64:*) echo arm64 ;; *) echo amd64 ;; esac
+}
+
+# bins K: sets bindir, the directory of K's architecture's binaries, built
+# once: the pkg/capture test binary (capture.test), for arm64 the forger
+# (internal/testutil/forger, which the guests cannot compile), and when K
+# runs the end-to-end tests, the agent (correlator) and the cmd/correlator
+# test binary (correlator.test). amd64's are the host's own build, in $work
+# itself.
+declare -A built=()
+bins() {
+	local arch goenv=()
+	arch=$(arch_of "$1")
+	bindir=$work
+	[[ $arch == amd64 ]] || { bindir=$work/$arch; goenv=(GOARCH="$arch"); }
+	mkdir -p "$bindir"
+	if [[ -z ${built[$arch]:-} ]]; then
+		if [[ $arch == amd64 && -n ${E2E_KERNELS_TESTBIN:-} ]]; then
+			cp "$E2E_KERNELS_TESTBIN" "$bindir/capture.test"
+		else
+			echo "e2e-kernels: building the pkg/capture test binary for $arch ($bindir/capture.test)"
+			(cd "$repo" && env "${goenv[@]}" CGO_ENABLED=0 "$GO" test -c -o "$bindir/capture.test" ./pkg/capture)
+		fi
+		if [[ $arch == arm64 ]]; then
+			echo "e2e-kernels: building the forger for arm64 with aarch64-linux-gnu-gcc ($bindir/forger)"
+			aarch64-linux-gnu-gcc -static -O2 -pthread -Wall -Wextra -o "$bindir/forger" "$repo/internal/testutil/forger/forger.c"
+		fi
+		built[$arch]=1
+	fi
+	if [[ -z ${built[$arch-e2e]:-} && -n $(kvar RUN "$1" "$run_re") && -n $(kvar E2E_RUN "$1" "$e2e_re") ]]; then
+		echo "e2e-kernels: building correlator and the cmd/correlator test binary for $arch ($bindir)"
+		(cd "$repo" && env "${goenv[@]}" CGO_ENABLED=0 "$GO" build -o "$bindir/correlator" ./cmd/correlator &&
+			env "${goenv[@]}" CGO_ENABLED=0 "$GO" test -c -o "$bindir/correlator.test" ./cmd/correlator)
+		built[$arch-e2e]=1
+	fi
+}
 
 # --- Runtimes (issue 31): crun beside runc, and one end-to-end attribution
 # through `correlator run` with each (tests.sh's runtimes block). Built here:
@@ -88,18 +159,14 @@ fi
 runtimes_timeout=${E2E_KERNELS_RUNTIMES_TIMEOUT:-1200}
 crun_re=${E2E_KERNELS_CRUN_RUN-'^(TestBridgeArgvRoot|TestKernelAdversary.*|TestKernelSPOPrefix|TestKernelRunc(Container|SystemdCgroup)|TestKernelScope|TestKernelRestartWindowForgers)$'}
 e2e_re=${E2E_KERNELS_E2E_RUN-'^TestEndToEnd$/^overlapping_sessions$'}
-if [[ -n $run_re && -n $e2e_re ]]; then
-	echo "e2e-kernels: building correlator and the cmd/correlator test binary ($work)"
-	(cd "$repo" && CGO_ENABLED=0 "$GO" build -o "$work/correlator" ./cmd/correlator &&
-		CGO_ENABLED=0 "$GO" test -c -o "$work/correlator.test" ./cmd/correlator)
-fi
+# runtimes_env K BINDIR: the runtimes block's part of K's env file.
 runtimes_env() {
-	printf 'E2E_CRUN_RUN=%q\n' "$crun_re"
-	printf 'E2E_E2E_RUN=%q\n' "$e2e_re"
-	printf 'E2E_AGENT=%q\n' "$work/correlator"
-	printf 'E2E_E2EBIN=%q\n' "$work/correlator.test"
+	printf 'E2E_CRUN_RUN=%q\n' "$(kvar CRUN_RUN "$1" "$crun_re")"
+	printf 'E2E_E2E_RUN=%q\n' "$(kvar E2E_RUN "$1" "$e2e_re")"
+	printf 'E2E_AGENT=%q\n' "$2/correlator"
+	printf 'E2E_E2EBIN=%q\n' "$2/correlator.test"
 	printf 'E2E_CMDDIR=%q\n' "$src/cmd/correlator"
-	printf 'E2E_RUNTIMES_TIMEOUT=%q\n' "$runtimes_timeout"
+	printf 'E2E_RUNTIMES_TIMEOUT=%q\n' "$(kvar RUNTIMES_TIMEOUT "$1" "$runtimes_timeout")"
 	printf 'export E2E_CRUN_RUN E2E_E2E_RUN E2E_AGENT E2E_E2EBIN E2E_CMDDIR E2E_RUNTIMES_TIMEOUT\n'
 }
 # report_runtimes K OUT: a summary line per runtime run; the failures'
@@ -144,13 +211,20 @@ modules_for() {
 	for dep in "${order[@]}"; do echo "$dep"; done | awk '!seen[$0]++'
 }
 
-# initramfs KDIR OUT: busybox (static), the modules, init.
+# initramfs KDIR ROOT OUT [TAG PATH]...: busybox (static, ROOT's), the
+# modules, init, and the extra shares init mounts (/shares).
 initramfs() {
-	local kdir=$1 out=$2 d m
+	local kdir=$1 root=$2 out=$3 d m
+	shift 3
 	d=$(mktemp -d)
 	mkdir -p "$d/bin" "$d/lib/modules" "$d/proc" "$d/sys" "$d/dev" "$d/newroot"
-	cp /bin/busybox "$d/bin/busybox"
+	cp "$root/bin/busybox" "$d/bin/busybox"
 	cp "$here/init" "$d/init"
+	: >"$d/shares"
+	while (($# > 0)); do
+		echo "$1 $2" >>"$d/shares"
+		shift 2
+	done
 	: >"$d/modules.list"
 	while read -r m; do
 		cp "$kdir/modules/$m" "$d/lib/modules/"
@@ -160,44 +234,69 @@ initramfs() {
 	rm -rf "$d"
 }
 
+# envfile K MODULES BINDIR: what guest.sh and tests.sh read (E2E_*), and
+# the tests' own settings.
 envfile() {
-	local k=$1 mods=$2
+	local k=$1 mods=$2 bin=$3 memlock=
+	[[ ${k#*:} != 5.10 ]] || memlock=64
+	memlock=$(kvar MEMLOCK "$k" "${E2E_KERNELS_MEMLOCK-$memlock}")
 	{
 		printf 'E2E_KERNEL=%q\n' "$k"
 		printf 'E2E_MODULES=%q\n' "$mods"
 		printf 'E2E_SCRIPTS=%q\n' "$src/scripts/e2e-kernels"
 		printf 'E2E_PKGDIR=%q\n' "$src/pkg/capture"
-		printf 'E2E_TESTBIN=%q\n' "$testbin"
-		printf 'E2E_RUN=%q\n' "$run_re"
+		printf 'E2E_TESTBIN=%q\n' "$bin/capture.test"
+		printf 'E2E_RUN=%q\n' "$(kvar RUN "$k" "$run_re")"
 		printf 'E2E_LOAD_TIMEOUT=%q\n' "$load_timeout"
-		printf 'E2E_SUITE_TIMEOUT=%q\n' "$suite_timeout"
+		printf 'E2E_SUITE_TIMEOUT=%q\n' "$(kvar SUITE_TIMEOUT "$k" "$suite_timeout")"
 		printf 'E2E_OBJECT=%q\n' "$object"
 		printf 'E2E_BENCH=%q\n' "${E2E_KERNELS_BENCH:-}"
 		printf 'E2E_BENCHTIME=%q\n' "${E2E_KERNELS_BENCHTIME:-1000x}"
-		printf 'export E2E_KERNEL E2E_MODULES E2E_SCRIPTS E2E_PKGDIR E2E_TESTBIN E2E_RUN E2E_LOAD_TIMEOUT E2E_SUITE_TIMEOUT E2E_OBJECT E2E_BENCH E2E_BENCHTIME\n'
-		runtimes_env # the runtimes block
+		printf 'E2E_MEMLOCK=%q\n' "$memlock"
+		printf 'export E2E_KERNEL E2E_MODULES E2E_SCRIPTS E2E_PKGDIR E2E_TESTBIN E2E_RUN E2E_LOAD_TIMEOUT E2E_SUITE_TIMEOUT E2E_OBJECT E2E_BENCH E2E_BENCHTIME E2E_MEMLOCK\n'
+		if [[ -f $bin/forger ]]; then # no compiler in the guest
+			printf 'CORRELATOR_TEST_FORGER_BIN=%q\nexport CORRELATOR_TEST_FORGER_BIN\n' "$bin/forger"
+		fi
+		runtimes_env "$k" "$bin" # the runtimes block
 	}
 }
 
 # boot K OUT: one guest; its console goes to OUT/console.log and, prefixed,
 # to stdout.
 boot() {
-	local k=$1 out=$2 kdir limit
+	local k=$1 out=$2 arch kdir limit root=/ shares=() virtfs=() qemu
+	arch=$(arch_of "$k")
 	kdir=$(bash "$here/fetch.sh" "$k")
 	cp "$kdir/version" "$out/version"
-	initramfs "$kdir" "$out/initramfs.cpio.gz"
-	envfile "$k" "$(readlink -f "$kdir/modules")" >"$out/env"
+	if [[ $arch == arm64 ]]; then
+		# Its own root; the cache (the kernel's modules, and $work: the
+		# binaries, the checkout's copy) at the host's paths.
+		root=$(bash "$here/userland.sh" arm64)
+		shares=(cache "$KERNEL_CACHE")
+		case $work/ in "$KERNEL_CACHE"/*) ;; *) shares+=(work "$work") ;; esac
+	fi
+	initramfs "$kdir" "$root" "$out/initramfs.cpio.gz" "${shares[@]}"
+	for ((i = 0; i < ${#shares[@]}; i += 2)); do
+		virtfs+=(-virtfs "local,path=${shares[i + 1]},mount_tag=${shares[i]},security_model=none,readonly=on,multidevs=remap")
+	done
+	envfile "$k" "$(readlink -f "$kdir/modules")" "$bindir" >"$out/env"
 	cp "$here/guest.sh" "$out/guest.sh"
-	limit=$((load_timeout + suite_timeout + 300))
-	limit=$((limit + runtimes_timeout)) # the runtimes block
-	echo "e2e-kernels: $k: booting $(cat "$kdir/version") (qemu TCG thread=$tcg, limit ${limit}s)"
-	timeout -k 20 "$limit" qemu-system-x86_64 \
-		-accel tcg,thread="$tcg" -cpu max -smp 2 -m "$mem" \
+	limit=$((load_timeout + $(kvar SUITE_TIMEOUT "$k" "$suite_timeout") + 300))
+	limit=$((limit + $(kvar RUNTIMES_TIMEOUT "$k" "$runtimes_timeout"))) # the runtimes block
+	if [[ $arch == arm64 ]]; then
+		qemu=(qemu-system-aarch64 -M virt -accel "tcg,thread=$tcg" -cpu "$arm64_cpu" -append
+			"console=ttyAMA0 quiet loglevel=3 panic=-1 rdinit=/init cgroup_no_v1=all")
+	else
+		qemu=(qemu-system-x86_64 -accel "tcg,thread=$tcg" -cpu max -vga none -append
+			"console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init cgroup_no_v1=all")
+	fi
+	echo "e2e-kernels: $k: booting $(cat "$kdir/version") (${qemu[0]}, TCG thread=$tcg, limit ${limit}s)"
+	timeout -k 20 "$limit" "${qemu[@]}" -smp 2 -m "$mem" \
 		-kernel "$kdir/vmlinuz" -initrd "$out/initramfs.cpio.gz" \
-		-append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init cgroup_no_v1=all" \
-		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+		-virtfs "local,path=$root,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
 		-virtfs "local,path=$out,mount_tag=results,security_model=none,multidevs=remap" \
-		-nic none -vga none -display none -monitor none -no-reboot \
+		"${virtfs[@]}" \
+		-nic none -display none -monitor none -no-reboot \
 		-chardev stdio,id=con,signal=off -serial chardev:con </dev/null |
 		tee "$out/console.log" | sed -u "s/^/[$k] /" || true
 }
@@ -238,7 +337,8 @@ report() {
 			grep -E '^(panic|FAIL|\*\*\* Test killed)' "$out/suite.log" >&2 || true
 		fi
 	fi
-	printf '%-5s %-22s %-8s %5ss  %s\n%37s suite: %s\n' "$k" "$ver" "$load" "$secs" "${insns:-no counts}" "" "$suite" >>"$work/summary"
+	printf '%-10s %-22s %-8s %5ss  %s\n%37s boot %ss, load %ss, suite: %s\n' "$k" "$ver" "$load" "$secs" "${insns:-no counts}" "" \
+		"$(cat "$out/boot.seconds" 2>/dev/null || echo -)" "$(cat "$out/verifier.seconds" 2>/dev/null || echo -)" "$suite" >>"$work/summary"
 	if [[ -f $out/bench.rc ]]; then
 		# name, then each "value unit" pair past ns/op
 		awk '/^Benchmark/ { printf "%37s bench: %s", "", $1; for (i = 5; i < NF; i += 2) printf " %s %s", $i, $(i + 1); print "" }' \
@@ -255,9 +355,11 @@ report() {
 : >"$work/summary"
 failed=()
 for k in $kernels; do
-	out=$work/$k
+	k=${k#amd64:}
+	out=$work/${k/:/-}
 	rm -rf "$out"
 	mkdir -p "$out"
+	bins "$k"
 	start=$(date +%s)
 	if [[ $k == host ]]; then
 		uname -r | sed 's/^/host /' >"$out/version"
@@ -265,7 +367,7 @@ for k in $kernels; do
 		(
 			set -a
 			# shellcheck source=/dev/null
-			. <(envfile host "/lib/modules/$(uname -r)")
+			. <(envfile host "/lib/modules/$(uname -r)" "$bindir")
 			bash "$here/tests.sh" "$out"
 		) | sed -u "s/^/[host] /"
 	else

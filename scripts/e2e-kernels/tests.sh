@@ -2,7 +2,7 @@
 # tests.sh OUTDIR: the matrix's checks on the running kernel, in a guest
 # (guest.sh) or on the host (run.sh, KERNELS=host). Reads E2E_* from the
 # environment (run.sh sets them). Writes into OUTDIR:
-#   verifier.log, verifier.rc  TestKernelVerifierStats: each shipped object
+#   verifier.log, .rc, .seconds  TestKernelVerifierStats: each shipped object
 #                              the kernel can load, loaded as `correlator
 #                              capture` loads it, with the verifier's summary
 #                              per object and program; and
@@ -23,9 +23,11 @@ logs=$(mktemp -d)
 keep() { cp "$logs"/* "$out"/; }
 
 echo "e2e-tests: $(uname -r): loading the probes (TestKernelVerifierStats, TestKernelFeatures)"
+start=$(date +%s)
 timeout -k 10 "$E2E_LOAD_TIMEOUT" "$E2E_TESTBIN" -test.run '^TestKernel(VerifierStats|Features)$' -test.v -test.count=1 \
 	>"$logs/verifier.log" 2>&1
 echo $? >"$logs/verifier.rc"
+echo $(($(date +%s) - start)) >"$logs/verifier.seconds"
 keep
 grep -Eo '(verifier|feature): .*' "$out/verifier.log" | sed 's/^/e2e-tests: /'
 
