@@ -28,7 +28,8 @@ pinned or not, is left alone. With --pin they are pinned under --pin-path
 as the agent pins them (it says so in its log): they keep running after it
 exits, the next agent or capture --pin adopts them, and
 ` + "`correlator uninstall`" + ` removes them. --pin is refused while an agent
-reads probes pinned there.`,
+reads probes pinned there; one that was killed is looked up and its
+pins taken over at once.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := capture.CheckPins(cf.pin, cmd.Flags().Changed("pin-path"), cf.cfg.PinPath); err != nil {
 				return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -37,7 +38,9 @@ func main() {
 	case errors.Is(err, cluster.ErrPartial):
 		os.Exit(exitPartial) // the missing nodes are already on stderr
 	case err != nil:
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		// One line, so a log collector keeps it whole: joined errors (a
+		// failed start and its cleanup's) come one per line.
+		fmt.Fprintf(os.Stderr, "%s: %s\n", name, strings.ReplaceAll(err.Error(), "\n", "; "))
 		os.Exit(1)
 	}
 }

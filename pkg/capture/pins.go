@@ -99,63 +99,120 @@ func scanPins(pinPath, own string, hooks []hook) (pinScan, error) {
 	return s, nil
 }
 
-// heartbeat is the agent's last sign of life, pinned beside its build.
-type heartbeat struct {
-	WallNs int64  // time.Now().UnixNano()
-	BootNs uint64 // CLOCK_BOOTTIME: the window's length, whatever the wall clock did
-	Drops  uint64 // ring drops counted when it was written
-	PID    uint32
-	_      uint32
-}
-
-func heartbeatSpec() *ebpf.MapSpec {
-	return &ebpf.MapSpec{Name: heartbeatPin, Type: ebpf.Array, KeySize: 4, ValueSize: 32, MaxEntries: 1, Pinning: ebpf.PinByName}
-}
-
-// openHeartbeat opens (or creates) dir's heartbeat and returns its last value.
-func openHeartbeat(dir string) (*ebpf.Map, heartbeat, error) {
-	m, err := ebpf.NewMapWithOptions(heartbeatSpec(), ebpf.MapOptions{PinPath: dir})
+// preparePins readies the pin path for this build: the directory, and what
+// is pinned there already (scanPins: its own probes to adopt, other builds
+// to take over). What it creates is recorded in p.made.
+func (p *Probe) preparePins(b build) (pinScan, error) {
+	made, err := preparePinPath(p.cfg.PinPath)
+	p.made.dirs = made
 	if err != nil {
-		return nil, heartbeat{}, fmt.Errorf("opening heartbeat in %s: %w", dir, err)
+		return pinScan{}, err
 	}
-	var hb heartbeat
-	if err := m.Lookup(uint32(0), &hb); err != nil {
-		m.Close()
-		return nil, heartbeat{}, fmt.Errorf("reading heartbeat in %s: %w", dir, err)
-	}
-	return m, hb, nil
-}
-
-// readHeartbeat reads a pinned heartbeat without creating one.
-func readHeartbeat(dir string) (heartbeat, bool) {
-	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, heartbeatPin), nil)
+	p.dir = filepath.Join(p.cfg.PinPath, buildDirPrefix+buildID(b.obj, p.cfg))
+	scan, err := scanPins(p.cfg.PinPath, p.dir, p.hooks())
 	if err != nil {
-		return heartbeat{}, false
+		return scan, err
 	}
-	defer m.Close()
-	var hb heartbeat
-	if m.Lookup(uint32(0), &hb) != nil || hb.BootNs == 0 {
-		return heartbeat{}, false
+	p.adopt, p.old = scan.adopt, scan.old
+	p.resumed = scan.resume || len(scan.old) > 0
+	if _, err := os.Stat(p.dir); errors.Is(err, os.ErrNotExist) {
+		p.made.build = true
 	}
-	return hb, true
+	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+		return scan, fmt.Errorf("creating pin directory %s: %w", p.dir, err)
+	}
+	return scan, nil
 }
 
-// beat records that an agent is reading now.
-func (p *Probe) beat() {
-	if p.heart == nil {
-		return
+// bpffsRoot is where bpffs is mounted by convention, and mounted by Load
+// when a pin path under it needs it.
+const bpffsRoot = "/sys/fs/bpf"
+
+// preparePinPath checks that pinPath lies on a bpf filesystem, mounting
+// bpffs at bpffsRoot when the pin path is under it and nothing is mounted
+// there, and creates it. It returns the directories it created, outermost
+// first. A pin path elsewhere than on bpffs is refused before anything is
+// created: pinning there would fail half-way through the load.
+func preparePinPath(pinPath string) ([]string, error) {
+	var missing []string // innermost first
+	have := pinPath
+	for {
+		_, err := os.Stat(have)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrNotExist) || have == "/" {
+			return nil, fmt.Errorf("checking pin path %s: %w", pinPath, err)
+		}
+		missing = append(missing, have)
+		have = filepath.Dir(have)
 	}
-	s, _ := p.Stats()
-	hb := heartbeat{WallNs: time.Now().UnixNano(), BootNs: bootNow(), Drops: s.RingbufDrops, PID: uint32(os.Getpid())}
-	if err := p.heart.Update(uint32(0), &hb, ebpf.UpdateAny); err != nil {
-		p.log.Warn().Err(err).Msg("writing heartbeat")
+	if !onBPFFS(have) {
+		under := pinPath == bpffsRoot || strings.HasPrefix(pinPath, bpffsRoot+"/")
+		if !under {
+			return nil, fmt.Errorf("checking pin path %s: %s is not on a bpf filesystem: mount bpffs there, or give a pin path under %s", pinPath, have, bpffsRoot)
+		}
+		if err := mountBPFFS(); err != nil {
+			return nil, err
+		}
 	}
+	var made []string
+	for i := len(missing) - 1; i >= 0; i-- {
+		err := os.Mkdir(missing[i], 0o700)
+		if err != nil && !errors.Is(err, os.ErrExist) {
+			return made, fmt.Errorf("creating pin path %s: %w", missing[i], err)
+		}
+		if err == nil {
+			made = append(made, missing[i])
+		}
+	}
+	return made, nil
 }
 
-func bootNow() uint64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
-	return uint64(ts.Nano())
+func onBPFFS(dir string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(dir, &st) == nil && st.Type == unix.BPF_FS_MAGIC
+}
+
+// mountBPFFS mounts bpffs at bpffsRoot, unless one is mounted already.
+func mountBPFFS() error {
+	if onBPFFS(bpffsRoot) {
+		return nil
+	}
+	if err := os.MkdirAll(bpffsRoot, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", bpffsRoot, err)
+	}
+	if err := unix.Mount("bpffs", bpffsRoot, "bpf", 0, ""); err != nil {
+		return fmt.Errorf("mounting bpffs at %s: %w", bpffsRoot, err)
+	}
+	return nil
+}
+
+// madePins is what a start created under the pin path: directories up to
+// the pin path, and this build's directory with all it pinned there.
+type madePins struct {
+	dirs  []string // outermost first
+	build bool
+}
+
+// Discard closes a probe whose start failed. Until its probes attach, the
+// pins its Load made are this start's alone, and go with it: a failed first
+// start leaves nothing in the kernel. What it found pinned (probes an
+// earlier agent left watching, other builds) stays for the next start.
+// Once attached, Discard is Close: the pins outlive the process.
+func (p *Probe) Discard() error {
+	errs := []error{p.Close()}
+	if p.made.build {
+		_, err := removeBuild(p.cfg.PinPath, p.dir)
+		errs = append(errs, err)
+	}
+	for i := len(p.made.dirs) - 1; i >= 0; i-- {
+		if os.Remove(p.made.dirs[i]) != nil {
+			break // not empty: someone pinned there meanwhile
+		}
+	}
+	p.made = madePins{}
+	return errors.Join(errs...)
 }
 
 // Removed is what Remove took out of the kernel.

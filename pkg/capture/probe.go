@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -40,6 +39,8 @@ type Probe struct {
 	badOld      int           // old frames that did not decode
 	procfsRoots atomic.Int64  // roots Bootstrap found only through procfs
 	object      string        // the BPF object loaded (object.go)
+	pidNS       uint32        // this process's PID namespace, in the heartbeat
+	made        madePins      // what this start pinned itself, until it attaches
 }
 
 // hook pairs a program with the tracepoint named in errors and its link pin.
@@ -105,7 +106,7 @@ func (s loadSteps) run(cfg Config, log zerolog.Logger) (*Probe, error) {
 	return s.load(cfg, log, b)
 }
 
-func load(cfg Config, log zerolog.Logger, b build) (*Probe, error) {
+func load(cfg Config, log zerolog.Logger, b build) (_ *Probe, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -122,21 +123,19 @@ func load(cfg Config, log zerolog.Logger, b build) (*Probe, error) {
 	if err := configureSpec(spec, cfg); err != nil {
 		return nil, err
 	}
-	p := &Probe{cfg: cfg, log: log.With().Str("component", "capture").Str("object", b.name).Logger(), lineageType: spec.Maps["lineage_map"].Value, object: b.name}
+	p := &Probe{cfg: cfg, log: log.With().Str("component", "capture").Str("object", b.name).Logger(), lineageType: spec.Maps["lineage_map"].Value,
+		object: b.name, pidNS: ownPIDNamespace("/proc")}
+	// A failed load leaves no pins of its own (Discard).
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, p.Discard())
+		}
+	}()
 	opts := &ebpf.CollectionOptions{}
 	if cfg.PinPath != "" {
-		if err := ensureBPFFS(cfg.PinPath); err != nil {
-			return nil, err
-		}
-		p.dir = filepath.Join(cfg.PinPath, buildDirPrefix+buildID(b.obj, cfg))
-		scan, err := scanPins(cfg.PinPath, p.dir, p.hooks())
+		scan, err := p.preparePins(b)
 		if err != nil {
 			return nil, err
-		}
-		p.adopt, p.old = scan.adopt, scan.old
-		p.resumed = scan.resume || len(scan.old) > 0
-		if err := os.MkdirAll(p.dir, 0o700); err != nil {
-			return nil, fmt.Errorf("creating pin directory %s: %w", p.dir, err)
 		}
 		opts.Maps.PinPath = p.dir
 		if !p.adopt && !scan.resume {
@@ -154,19 +153,16 @@ func load(cfg Config, log zerolog.Logger, b build) (*Probe, error) {
 		return nil, err
 	}
 	if p.ring, err = newRingView(p.objs.Events); err != nil {
-		p.objs.Close()
 		return nil, fmt.Errorf("opening ring buffer: %w", err)
 	}
 	boot, err := bootTime()
 	if err != nil {
-		p.Close()
 		return nil, err
 	}
 	p.dec = NewDecoder(cfg.Keys, boot)
 	if p.dir != "" {
 		var last heartbeat
 		if p.heart, last, err = openHeartbeat(p.dir); err != nil {
-			p.Close()
 			return nil, err
 		}
 		if p.adopt && last.BootNs != 0 {
@@ -249,6 +245,9 @@ func (p *Probe) Attach() error {
 	if len(p.old) > 0 {
 		p.handoverFinish()
 	}
+	// Attached, the pins are the kernel's watching state: they outlive this
+	// process, whatever becomes of it.
+	p.made = madePins{}
 	p.beat()
 	return nil
 }
@@ -375,21 +374,6 @@ func bootTime() (time.Time, error) {
 		return time.Time{}, fmt.Errorf("reading CLOCK_BOOTTIME: %w", err)
 	}
 	return time.Now().Add(-time.Duration(ts.Nano())), nil
-}
-
-// ensureBPFFS mounts bpffs at /sys/fs/bpf when the pin path needs it.
-func ensureBPFFS(pinPath string) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs("/sys/fs/bpf", &st); err == nil && st.Type == unix.BPF_FS_MAGIC {
-		return os.MkdirAll(pinPath, 0o700)
-	}
-	if err := os.MkdirAll("/sys/fs/bpf", 0o755); err != nil {
-		return fmt.Errorf("creating /sys/fs/bpf: %w", err)
-	}
-	if err := unix.Mount("bpffs", "/sys/fs/bpf", "bpf", 0, ""); err != nil {
-		return fmt.Errorf("mounting bpffs at /sys/fs/bpf: %w", err)
-	}
-	return os.MkdirAll(pinPath, 0o700)
 }
 
 // Backlog is the number of bytes waiting in the ring buffer.

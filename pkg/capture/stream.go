@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -31,7 +32,8 @@ func (f Filter) Keep(ev Event) bool {
 // CheckPins refuses what would make `correlator capture` touch pins
 // it was not asked to, or another process's: a --pin-path without --pin,
 // and --pin where a live agent reads (the same build would share its ring;
-// another would take its probes over and remove its pins).
+// another would take its probes over and remove its pins). A reader found
+// gone (writerState) leaves its pins to be taken over at once.
 func CheckPins(pin, pinPathSet bool, pinPath string) error {
 	switch {
 	case !pin && pinPathSet:
@@ -40,11 +42,24 @@ func CheckPins(pin, pinPathSet bool, pinPath string) error {
 		return nil
 	}
 	if r, ok := LiveReader(pinPath); ok {
-		return fmt.Errorf("validating --pin: process %d (an agent?) is reading the probes pinned in %s (heartbeat %s ago); "+
-			"capture --pin there would share or take over its probes: run capture without --pin (its own probes, beside the agent's) or give another --pin-path",
-			r.PID, r.Dir, r.Since.Round(time.Millisecond))
+		return pinsInUse(r, pinPath)
 	}
 	return nil
+}
+
+// pinsInUse says who reads the pins and what to do: for a reader that could
+// not be looked up, also how long until its pins count as left.
+func pinsInUse(r Reader, pinPath string) error {
+	const instead = "run capture without --pin (its own probes, beside the agent's) or give another --pin-path"
+	if r.Seen {
+		return fmt.Errorf("validating --pin: process %d (an agent?) is reading the probes pinned in %s (heartbeat %s ago); "+
+			"capture --pin there would share or take over its probes: %s", r.PID, r.Dir, r.Since.Round(time.Millisecond), instead)
+	}
+	wait := time.Duration(math.Ceil(r.Wait.Seconds())) * time.Second
+	return fmt.Errorf("validating --pin: process %d (an agent?) may be reading the probes pinned in %s (heartbeat %s ago), "+
+		"and whether it still runs cannot be checked: %s; if it is gone, capture --pin there is accepted in %s, "+
+		"or at once after `correlator uninstall --pin-path %s`; meanwhile %s",
+		r.PID, r.Dir, r.Since.Round(time.Millisecond), r.Unseen, wait, pinPath, instead)
 }
 
 // LogKernelState says, once the probes are attached, what they leave in
@@ -65,6 +80,10 @@ func Stream(ctx context.Context, cfg Config, f Filter, w io.Writer, log zerolog.
 	if err != nil {
 		return err
 	}
+	// A start that fails to attach leaves none of the pins it made.
+	if err := p.Attach(); err != nil {
+		return errors.Join(err, p.Discard())
+	}
 	defer p.Close()
 	out := bufio.NewWriter(w)
 	defer out.Flush()
@@ -81,9 +100,6 @@ func Stream(ctx context.Context, cfg Config, f Filter, w io.Writer, log zerolog.
 			out.Flush()
 			lastFlush = time.Now()
 		}
-	}
-	if err := p.Attach(); err != nil {
-		return err
 	}
 	LogKernelState(log, cfg)
 	boot, err := p.Bootstrap()

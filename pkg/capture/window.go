@@ -1,9 +1,6 @@
 package capture
 
-import (
-	"os"
-	"time"
-)
+import "time"
 
 const (
 	// heartbeatEvery is how often a reading agent says so in the pinned
@@ -53,43 +50,4 @@ func (p *Probe) noteWindow(hb heartbeat, dropsNow uint64, what string) {
 	}
 	ev.Dur("unread", w.Unread).Uint64("drops", w.Drops).Uint32("last_pid", hb.PID).
 		Time("last_heartbeat", time.Unix(0, hb.WallNs)).Msg(msg)
-}
-
-// liveAfter: a heartbeat this recent says a process is reading the pinned
-// probes now; a reading agent beats every heartbeatEvery.
-const liveAfter = 30 * time.Second
-
-// Reader is a process reading probes pinned under a pin path.
-type Reader struct {
-	PID   uint32        // as its heartbeat gives it
-	Dir   string        // its build's pin directory
-	Since time.Duration // since its last heartbeat
-}
-
-// LiveReader reports the process (an agent, or a pinning capture) reading
-// probes pinned under pinPath now: the freshest heartbeat of any build
-// there, written within liveAfter by another process than this one. Loading
-// with that pin path would share its ring (the same build) or take its
-// probes over and remove its pins (another build, handover.go).
-func LiveReader(pinPath string) (Reader, bool) {
-	scan, err := scanPins(pinPath, "", nil)
-	if err != nil {
-		return Reader{}, false
-	}
-	now := bootNow()
-	var (
-		best  Reader
-		found bool
-	)
-	for _, dir := range scan.old {
-		hb, ok := readHeartbeat(dir)
-		if !ok || hb.PID == uint32(os.Getpid()) || hb.BootNs > now {
-			continue
-		}
-		since := time.Duration(now - hb.BootNs)
-		if since <= liveAfter && (!found || since < best.Since) {
-			best, found = Reader{PID: hb.PID, Dir: dir, Since: since}, true
-		}
-	}
-	return best, found
 }

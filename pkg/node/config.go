@@ -66,11 +66,18 @@ func (c *Config) Validate() error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("validating TLS: give both --tls-cert and --tls-key, or neither"))
 	}
-	if c.Retention < time.Hour {
-		errs = append(errs, fmt.Errorf("validating --retention %s: must be at least 1h", c.Retention))
+	if c.Retention < time.Minute {
+		errs = append(errs, fmt.Errorf("validating --retention %s: must be at least 1m", c.Retention))
 	}
 	if !c.NoCapture {
 		errs = append(errs, c.Capture.Validate())
 	}
 	return errors.Join(errs...)
+}
+
+// RetentionInterval is how often retention runs for a window: a twelfth
+// of it, so the store holds at most 13/12 of the window, between 5s (a
+// soak's windows of minutes) and an hour (the default month).
+func RetentionInterval(window time.Duration) time.Duration {
+	return min(max(window/12, 5*time.Second), time.Hour)
 }

@@ -49,32 +49,44 @@ type Node struct {
 	ln    net.Listener
 }
 
-// New builds the agent; on an error it has released whatever it built.
-// Cleanups run in reverse order and their errors are returned, not dropped.
-func New(ctx context.Context, cfg Config, log zerolog.Logger) (n *Node, err error) {
-	n = &Node{cfg: cfg, log: log}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, n.cl.run())
-			n = nil
-		}
-	}()
+// New builds the agent; on an error it has released whatever it built, and
+// the error names what failed: the flag, the file, the address. What reads a
+// file or binds a port comes before the probes load, so a start that fails
+// leaves nothing in the kernel. Cleanups run in reverse order and their
+// errors are returned, not dropped.
+func New(ctx context.Context, cfg Config, log zerolog.Logger) (*Node, error) {
+	// A local, not a named result: `return nil, err` must not take the node
+	// from the cleanup that releases what it built.
+	n := &Node{cfg: cfg, log: log}
+	if err := n.build(ctx); err != nil {
+		return nil, errors.Join(err, n.cl.run())
+	}
+	return n, nil
+}
+
+func (n *Node) build(ctx context.Context) error {
+	cfg, log := &n.cfg, n.log
+	if err := checkTLS(cfg.TLSCert, cfg.TLSKey); err != nil {
+		return err
+	}
 	if cfg.PprofListen != "" {
 		stopPprof, err := startPprof(cfg.PprofListen, log)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		n.cl.add("stopping the pprof server", stopPprof)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if n.st, err = openBackend(ctx, cfg.Store, &n.cfg.ES, log, reg); err != nil {
-		return nil, err
+	st, err := openBackend(ctx, cfg.Store, &cfg.ES, log, reg)
+	if err != nil {
+		return fmt.Errorf("opening the store %s: %w", storeName(cfg), err)
 	}
+	n.st = st
 	n.cl.add("closing the store", n.st.Close)
 	agentOpts, err := n.agentOptions(ctx, reg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if n.disp != nil {
 		n.cl.add("closing the alert spools", n.disp.Close)
@@ -83,7 +95,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (n *Node, err erro
 	n.cl.add("flushing the store", writer.Close)
 	reg.MustRegister(store.NewWriterCollector(writer))
 	if n.res, err = meta.New(meta.Config{PodMapPath: cfg.PodMap, CRISocket: cfg.CRISocket, CacheSize: 4096}, log, reg); err != nil {
-		return nil, err
+		return err
 	}
 	n.cl.add("closing the pod metadata client", n.res.Close)
 	// The heuristic leaves a bridged request to its bridge root only when
@@ -94,38 +106,48 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (n *Node, err erro
 		cfg.Agent.MemoryLimit = l
 	}
 	if n.ag, err = agent.New(cfg.Agent, n.res, writer, log, reg, agentOpts...); err != nil {
-		return nil, err
+		return err
 	}
 	am, err := auditlog.NewMetrics(reg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	wh, auth, err := n.authAndSources(log, am)
 	if err != nil {
-		return nil, err
-	}
-	if !cfg.NoCapture {
-		if n.probe, err = capture.Load(cfg.Capture, log); err != nil {
-			return nil, err
-		}
-		n.cl.add("detaching the probes", n.probe.Close)
-		n.col = capture.NewCollector(n.probe)
-		reg.MustRegister(n.col)
-		if err := n.probe.Attach(); err != nil {
-			return nil, err
-		}
-		capture.LogKernelState(log, cfg.Capture)
+		return err
 	}
 	n.rd = &readiness{store: writer}
 	handler := api.NewHandler(n.st, api.Config{Auth: auth, Webhook: wh,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Ready:   n.rd.check}, log)
 	n.srv = api.NewServer(handler, api.ServerConfig{Addr: cfg.Listen})
-	// Bind before saying "running": a taken port fails the start.
-	if n.ln, err = n.srv.Listen(); err != nil {
-		return nil, err
+	if err := n.listen(); err != nil {
+		return err
 	}
-	return n, nil
+	if !cfg.NoCapture {
+		return n.loadProbes(reg)
+	}
+	return nil
+}
+
+// loadProbes loads and attaches the probes: the last step of a start, so
+// nothing after it fails and leaves them running for nobody.
+func (n *Node) loadProbes(reg prometheus.Registerer) error {
+	p, err := capture.Load(n.cfg.Capture, n.log)
+	if err != nil {
+		return fmt.Errorf("loading the probes: %w", err)
+	}
+	n.probe = p
+	// Once attached, this is Close and the pins stay for the next agent;
+	// before, it also removes the pins this start made.
+	n.cl.add("releasing the probes", p.Discard)
+	n.col = capture.NewCollector(p)
+	reg.MustRegister(n.col)
+	if err := p.Attach(); err != nil {
+		return fmt.Errorf("attaching the probes: %w", err)
+	}
+	capture.LogKernelState(n.log, n.cfg.Capture)
+	return nil
 }
 
 // authAndSources builds the API's authentication, the webhook on the API

@@ -7,7 +7,7 @@ import (
 )
 
 // readiness is what /readyz answers: the probes are attached and the
-// sources built before the API listens at all, so it checks what can fail
+// sources built before the API serves at all, so it checks what can fail
 // while running: the store takes writes, and no part (capture, an audit
 // source, the agent) stopped before shutdown.
 type readiness struct {

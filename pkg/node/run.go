@@ -38,7 +38,9 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	goRun("agent", n.ag.Run)
 	// Without a CRI socket the metadata refresher has nothing to run.
 	g.Go(func() error { n.res.Run(runCtx); return nil })
-	goRun("retention", func(ctx context.Context) error { return n.st.RunRetention(ctx, cfg.Retention, time.Hour) })
+	goRun("retention", func(ctx context.Context) error {
+		return n.st.RunRetention(ctx, cfg.Retention, RetentionInterval(cfg.Retention))
+	})
 	if n.disp != nil {
 		goRun("alerts", n.disp.Run)
 	}
