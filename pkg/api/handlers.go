@@ -1,9 +1,11 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
@@ -59,8 +61,32 @@ func (s *server) getSession(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, err)
 		return
 	}
+	writeJSON(w, http.StatusOK, NewSessionView(d, s.cfg.Now()))
+}
+
+// listProcesses is the store's page as served at the server's now.
+func (s *server) listProcesses(ctx context.Context, f store.ProcessFilter) ([]join.Process, string, error) {
+	ps, next, err := s.r.ListProcesses(ctx, f)
+	return Served(ps, s.cfg.Now()), next, err
+}
+
+// Served sets each stored process as a reader at now sees it: pending
+// while its wait is to end (join.Process.ServeAt). Every answer that
+// gives processes out serves them through it or NewSessionView.
+func Served(ps []join.Process, now time.Time) []join.Process {
+	for i := range ps {
+		ps[i].ServeAt(now)
+	}
+	return ps
+}
+
+// NewSessionView is a stored session as served at now (Served), with its
+// process tree.
+func NewSessionView(d store.SessionDetail, now time.Time) SessionView {
+	Served(d.Processes, now)
+	Served(d.Claimants, now)
 	// The backends give [] for empty lists (store.Backend's contract).
-	writeJSON(w, http.StatusOK, SessionView{SessionDetail: d, Tree: store.NonNil(BuildTree(d.Processes))})
+	return SessionView{SessionDetail: d, Tree: store.NonNil(BuildTree(d.Processes))}
 }
 
 // BuildTree nests processes under their parents; a process whose parent is

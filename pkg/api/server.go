@@ -62,7 +62,7 @@ func NewHandler(r Reader, cfg Config, log zerolog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /api/v1/sessions", s.auth(list(s, filterParams, sessionFilter, r.ListSessions)))
 	mux.Handle("GET /api/v1/sessions/{auditID}", s.auth(s.getSession))
-	mux.Handle("GET /api/v1/processes", s.auth(list(s, processParams, processFilter, r.ListProcesses)))
+	mux.Handle("GET /api/v1/processes", s.auth(list(s, processParams, processFilter, s.listProcesses)))
 	mux.Handle("GET /api/v1/alerts", s.auth(list(s, alertParams, alertFilter, r.ListAlerts)))
 	mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -22,7 +22,7 @@ type ESSource struct {
 }
 
 // NewESSource answers from r; now places since and until given as
-// durations.
+// durations, and says which processes still wait (api.Served).
 func NewESSource(r api.Reader, now func() time.Time) *ESSource {
 	return &ESSource{r: r, now: now}
 }
@@ -116,6 +116,7 @@ func (e *ESSource) Who(ctx context.Context, namespace, pod, container string, q 
 		if err != nil {
 			return ans, fmt.Errorf("querying Elasticsearch for the processes of %s: %w", id, err)
 		}
+		api.Served(ans.Items[i].Processes, e.now())
 	}
 	return ans, nil
 }
@@ -129,8 +130,7 @@ func (e *ESSource) Session(ctx context.Context, auditID string) (Answer[SessionV
 	if err != nil {
 		return ans, fmt.Errorf("querying Elasticsearch: %w", err)
 	}
-	v := api.SessionView{SessionDetail: d, Tree: store.NonNil(api.BuildTree(d.Processes))}
-	ans.Items = []SessionView{{Nodes: []string{}, SessionView: v}}
+	ans.Items = []SessionView{{Nodes: []string{}, SessionView: api.NewSessionView(d, e.now())}}
 	return ans, nil
 }
 

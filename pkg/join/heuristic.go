@@ -62,15 +62,20 @@ func (j *Joiner) heuristic(p *proc, r *result) {
 	}
 	closed := j.windowClosed(p)
 	j.setHeld(p, pk, cands, closed)
+	// Until it answers, the root waits for its window's bound
+	// (windowed), but for one that no request fits once the window
+	// closed: that one waits out the pending TTL.
 	if len(cands) == 0 {
 		j.uncovered(p, r)
 		if !closed {
 			j.awaitWindow(p, j.windowDeadline(p))
+			r.windowed = true
 		}
 		return
 	}
 	if !closed {
 		j.awaitWindow(p, j.windowDeadline(p))
+		r.windowed = true
 		return
 	}
 	// Every other root that could have one of these requests as its only
@@ -78,6 +83,7 @@ func (j *Joiner) heuristic(p *proc, r *result) {
 	// then: until that, a hold still to come could change the answer.
 	if due := j.holdsDeadline(cands); !p.expired && j.now.Before(due) {
 		j.awaitWindow(p, due)
+		r.windowed = true
 		return
 	}
 	r.waiting = false

@@ -27,7 +27,7 @@ func (j *Joiner) keepHeld(p *proc) {
 		return
 	}
 	if _, dirty := j.dirtyProcs[p.in.ProcessID]; dirty {
-		ap := p.output()
+		ap := j.output(p)
 		j.heldOut = append(j.heldOut, Update{Process: &ap})
 	}
 }

@@ -200,6 +200,8 @@ func (j *Joiner) expireOldest() {
 		delete(j.pending, e.id)
 		j.expire(p)
 		if pending {
+			// Its row said it waited until the TTL: say it no longer does.
+			j.dirtyProcs[e.id] = true
 			j.stats.EvictedPending++
 			return
 		}

@@ -147,8 +147,8 @@ type Joiner struct {
 	roots       map[string]map[string]*rootInfo // audit ID -> its verified roots, by processID
 	pairs       map[string]*pairing             // audit ID -> its pairing, made on demand
 	heldPod     map[string]int                  // pod and session key -> settled ID-less roots with it as only candidate
-	pending     map[string]struct{}
-	orphans     map[string]Exit // exits that came before their exec
+	pending     map[string]int64                // waiting processes -> their TTL's end at the latest (qtime)
+	orphans     map[string]Exit                 // exits that came before their exec
 
 	procq       procQueue // held processes, oldest first: evictHead and pendHead
 	exitq, recq queue
@@ -204,7 +204,7 @@ func New(cfg Config, log zerolog.Logger) (*Joiner, error) {
 		roots:      map[string]map[string]*rootInfo{},
 		pairs:      map[string]*pairing{},
 		heldPod:    map[string]int{},
-		pending:    map[string]struct{}{},
+		pending:    map[string]int64{},
 		orphans:    map[string]Exit{},
 		intern:     newInterner(),
 		shares:     newShares(),
@@ -321,7 +321,7 @@ func (j *Joiner) Process(processID string) (Process, bool) {
 	if p == nil {
 		return Process{}, false
 	}
-	return p.output(), true
+	return j.output(p), true
 }
 
 // Session returns the current state of one session, by audit ID or by the
@@ -418,7 +418,7 @@ func (j *Joiner) flush() []Update {
 	}
 	for id, more := range j.dirtyProcs {
 		if p := j.procs.get(id); p != nil {
-			procs = append(procs, p.output())
+			procs = append(procs, j.output(p))
 			// AddProcess marks more, so a process's first row is whole and
 			// ExitOnly always follows a row handed out.
 			out = append(out, Update{Process: &procs[len(procs)-1], ExitOnly: !more})

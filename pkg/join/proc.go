@@ -138,11 +138,13 @@ type result struct {
 	flags      []string // join flags only; capture flags are added on output
 	waiting    bool     // a record yet to come could change the answer
 	execRoot   bool     // an ID-less exec root, open to late records
+	windowed   bool     // waiting for the heuristic window's bound, not the TTL (pendingUntil)
 }
 
 func (r *result) equal(o *result) bool {
 	return r.attr == o.attr && r.auditID == o.auditID && r.confidence == o.confidence &&
-		r.waiting == o.waiting && r.execRoot == o.execRoot && slices.Equal(r.candidates, o.candidates) && slices.Equal(r.flags, o.flags)
+		r.waiting == o.waiting && r.execRoot == o.execRoot && r.windowed == o.windowed &&
+		slices.Equal(r.candidates, o.candidates) && slices.Equal(r.flags, o.flags)
 }
 
 // counted reports whether the result adds the process to its session.
@@ -326,7 +328,7 @@ func (p *proc) captureFlags() []string {
 // only claims the ID it carried (ClaimedAuditID) and names no session
 // (AuditID), which would put a forged root's commands under the victim's
 // user.
-func (p *proc) output() Process {
+func (j *Joiner) output(p *proc) Process {
 	in := &p.in
 	out := Process{
 		Exec: capture.Exec{ProcessID: in.ProcessID, ParentProcessID: in.ParentProcessID,
@@ -363,6 +365,9 @@ func (p *proc) output() Process {
 	if p.exit != nil {
 		c := p.exit.code
 		out.Exit, out.ExitCode = p.exit.time, &c
+	}
+	if out.Pending {
+		out.PendingUntil = j.pendingUntil(p)
 	}
 	return out
 }

@@ -333,32 +333,6 @@ func (j *Joiner) fallback(p *proc, r *result) {
 	}
 }
 
-// track keeps the pending set and the exec-root index in step with a result.
-func (j *Joiner) track(p *proc, res result) {
-	id := p.in.ProcessID
-	if res.waiting && !p.expired {
-		if _, ok := j.pending[id]; !ok {
-			j.pending[id] = struct{}{}
-			if len(j.pending) > j.cfg.MaxPending {
-				j.expireOldest()
-			}
-		}
-	} else {
-		delete(j.pending, id)
-	}
-	// An exec root stays indexed past its wait, while it is held: a record
-	// later than the TTL still re-decides it (late.go).
-	pk := ""
-	if res.execRoot {
-		pk = podKey(p.in.Namespace, p.in.Pod)
-	}
-	j.setRoot(p, pk)
-	if !res.execRoot && p.held() != "" {
-		// No longer an exec root (its parent came): it holds nothing.
-		j.setHeld(p, podKey(p.in.Namespace, p.in.Pod), nil, false)
-	}
-}
-
 // setRoot files p in the exec-root index under pk ("": under none).
 func (j *Joiner) setRoot(p *proc, pk string) {
 	cur := ""

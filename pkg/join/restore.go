@@ -54,7 +54,7 @@ func (j *Joiner) RestoreProcesses(now time.Time, stored []Process) []Update {
 	}
 	j.settle()
 	for id, was := range taken {
-		if p := j.procs.get(id); p != nil && sameAnswer(p.output(), was) {
+		if p := j.procs.get(id); p != nil && sameAnswer(j.output(p), was, now) {
 			delete(j.dirtyProcs, id)
 		}
 	}
@@ -108,10 +108,13 @@ func carriesKey(p *Process) bool {
 	return p.Captured.Value != "" || p.Bridge.Value != "" || p.SPO.Value != ""
 }
 
-// sameAnswer compares what the joiner decides of a process.
-func sameAnswer(a Process, b *Process) bool {
+// sameAnswer compares what the joiner decides of a process, and whether
+// it waits at now: a row stored while its process waited, its deadline
+// still to come, says so, and a restored process's wait is over.
+func sameAnswer(a Process, b *Process, now time.Time) bool {
 	return a.Attribution == b.Attribution && a.AuditID == b.AuditID && a.ClaimedAuditID == b.ClaimedAuditID &&
-		slices.Equal(a.Candidates, b.Candidates) && slices.Equal(normFlags(a.Flags), normFlags(b.Flags))
+		slices.Equal(a.Candidates, b.Candidates) && slices.Equal(normFlags(a.Flags), normFlags(b.Flags)) &&
+		!b.PendingUntil.After(now)
 }
 
 func normFlags(f []string) []string {

@@ -114,7 +114,7 @@ func (t *results) acquire(r *result) *sharedResult {
 	}
 	b := appendStrings(t.buf[:0], string(r.attr), r.auditID)
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(r.confidence))
-	b = append(b, boolByte(r.waiting), boolByte(r.execRoot))
+	b = append(b, boolByte(r.waiting), boolByte(r.execRoot), boolByte(r.windowed))
 	b = appendList(appendList(b, r.candidates), r.flags)
 	t.buf = b
 	if sr := t.m[string(b)]; sr != nil {

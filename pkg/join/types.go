@@ -63,8 +63,22 @@ type Process struct {
 	// Pending: the joiner's answer may still change without the process
 	// changing: it waits for a record (or, an ID-less root, for its
 	// heuristic window), and the pending TTL has not run out. A judgement
-	// of attribution (an alert) waits until it is false. Not stored.
-	Pending bool `json:"-"`
+	// of attribution (an alert) waits until it is false. PendingUntil is
+	// when the wait ends at the latest (Joiner.pendingUntil), zero when
+	// Pending is false. The stores keep PendingUntil alone: what is read
+	// back is pending while its deadline is to come (ServeAt).
+	Pending      bool      `json:"pending,omitempty"`
+	PendingUntil time.Time `json:"pendingUntil,omitzero"`
+}
+
+// ServeAt sets p, as stored, as a reader at now sees it: Pending while
+// now is before PendingUntil; a deadline that has passed (the row was not
+// written again when the wait ended) reads as no wait, and is left out.
+func (p *Process) ServeAt(now time.Time) {
+	p.Pending = now.Before(p.PendingUntil)
+	if !p.Pending {
+		p.PendingUntil = time.Time{}
+	}
 }
 
 // Exit is a process exit.

@@ -1,6 +1,8 @@
 package render
 
 import (
+	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -67,3 +69,65 @@ func argv(p *join.Process, n int) string {
 
 // command is a request's command, cut for a table.
 func command(c []string) string { return short(strings.Join(c, " "), 60) }
+
+// attribution is how the process is attributed, or, while its answer may
+// still change, that it waits and until when at the latest: an
+// unattributed process is not yet nobody's then.
+func attribution(p *join.Process) string {
+	if p.Pending {
+		return "pending until " + rfc3339(p.PendingUntil)
+	}
+	return orDash(string(p.Attribution))
+}
+
+// attributionLine is attribution in a line of its own (a tree, a
+// session's process lines): a pending process says what it waits for.
+func attributionLine(p *join.Process) string {
+	if p.Pending {
+		return waitNote(p)
+	}
+	return orDash(string(p.Attribution))
+}
+
+// waitNote says what a pending process waits for, and until when: a
+// process that carried an ID waits for its audit record, an exec root
+// without one for the exec requests of its pod that could fit it.
+func waitNote(p *join.Process) string {
+	what := "its pod's exec records"
+	if p.ClaimedAuditID != "" || p.SPOExecRequestUID != "" {
+		what = "its audit record"
+	}
+	return "pending: waiting for " + what + " until " + rfc3339(p.PendingUntil)
+}
+
+// waits counts an answer's pending processes and their latest deadline.
+type waits struct {
+	n    int
+	last time.Time
+}
+
+func (w *waits) add(ps []join.Process) {
+	for i := range ps {
+		if p := &ps[i]; p.Pending {
+			w.n++
+			if p.PendingUntil.After(w.last) {
+				w.last = p.PendingUntil
+			}
+		}
+	}
+}
+
+// write ends an answer that holds pending processes with when to ask
+// again; it writes nothing otherwise.
+func (w *waits) write(out io.Writer) {
+	switch w.n {
+	case 0:
+		return
+	case 1:
+		fmt.Fprintf(out, "(1 process still pending: its attribution may change until %s; ask again after then)\n",
+			rfc3339(w.last))
+	default:
+		fmt.Fprintf(out, "(%d processes still pending: their attribution may change until %s; ask again after then)\n",
+			w.n, rfc3339(w.last))
+	}
+}

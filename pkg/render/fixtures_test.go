@@ -146,3 +146,27 @@ func alerts() cluster.Answer[cluster.Alert] {
 		{Nodes: []string{}, Alert: store.Alert{ID: "al-2", Time: t0(), Rule: "shell-in-container", Message: "sh in shop/web-1"}},
 	}, Nodes: 2, Truncated: true}
 }
+
+// pendingProcesses are a root that carried alice's ID and waits for its
+// record, an ID-less root that waits for its pod's exec records (the
+// later deadline), and an unattributed process whose wait is over.
+func pendingProcesses() []join.Process {
+	return []join.Process{
+		{Exec: capture.Exec{ProcessID: "50-1", PID: 50, Argv: []string{"sh"}}, Namespace: "shop", Pod: "web-0",
+			Start: t0().Add(8 * time.Second), ClaimedAuditID: idAlice, Flags: []string{},
+			Pending: true, PendingUntil: t0().Add(5*time.Minute + 8*time.Second)},
+		{Exec: capture.Exec{ProcessID: "51-1", PID: 51, Argv: []string{"bash"}}, Namespace: "shop", Pod: "web-1",
+			Start: t0().Add(9 * time.Second), Flags: []string{},
+			Pending: true, PendingUntil: t0().Add(69 * time.Second)},
+		{Exec: capture.Exec{ProcessID: "52-1", PID: 52, Argv: []string{"nginx"}}, Namespace: "shop", Pod: "web-1",
+			Start: t0().Add(-time.Hour), Flags: []string{}},
+	}
+}
+
+// pendingView is bob's session with a claimant still waiting.
+func pendingView() api.SessionView {
+	v := bobView()
+	v.Claimants = pendingProcesses()[:1]
+	v.Claimants[0].ClaimedAuditID = idBob
+	return v
+}

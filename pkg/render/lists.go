@@ -27,7 +27,7 @@ func processCell(col string, x *join.Process) string {
 	case "AUDIT-ID":
 		return orDash(x.AuditID)
 	case "ATTRIBUTION":
-		return orDash(string(x.Attribution))
+		return attribution(x)
 	case "SOURCE":
 		return orDash(string(x.Source))
 	case "EXIT":
@@ -45,7 +45,7 @@ func processCell(col string, x *join.Process) string {
 
 // ProcessPage is one node's page of processes (correlator processes);
 // wide adds each process's container, the source of its ID and its exit
-// code.
+// code. A page that holds pending processes ends with when to ask again.
 func (p *Printer) ProcessPage(pg api.ProcessPage) error {
 	if done, err := p.encode(pg); done {
 		return err
@@ -67,7 +67,13 @@ func (p *Printer) ProcessPage(pg api.ProcessPage) error {
 	if pg.NextCursor != "" {
 		fmt.Fprintf(tw, "(more: --all, or the cursor %s)\n", pg.NextCursor)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var w waits
+	w.add(pg.Items)
+	w.write(p.w)
+	return nil
 }
 
 // Alerts is the alerts the agents raised, merged (kubectl correlator

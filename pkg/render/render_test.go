@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/execid/correlator/pkg/api"
 )
 
 // update rewrites testdata/*.golden from what the renderers print now:
@@ -62,6 +64,10 @@ func TestGolden(t *testing.T) {
 		}},
 		{"session-views", []Format{Table, JSON, YAML}, func(p *Printer) error { return p.SessionViews(sessionViews()) }},
 		{"alerts", all, func(p *Printer) error { return p.Alerts(alerts()) }},
+		{"process-page-pending", all, func(p *Printer) error {
+			return p.ProcessPage(api.ProcessPage{Items: pendingProcesses()})
+		}},
+		{"session-pending", []Format{Table, JSON}, func(p *Printer) error { return p.Session(pendingView()) }},
 	} {
 		for _, f := range tc.formats {
 			t.Run(tc.name+"-"+string(f), func(t *testing.T) {

@@ -10,12 +10,16 @@ import (
 )
 
 // Session is one node's session: who, from where, and its process tree
-// (correlator session). Wide is the table.
+// (correlator session). Wide is the table. A session with pending
+// processes ends with when to ask again.
 func (p *Printer) Session(v api.SessionView) error {
 	if done, err := p.encode(v); done {
 		return err
 	}
 	writeSession(p.w, &v)
+	var w waits
+	w.addView(&v)
+	w.write(p.w)
 	return nil
 }
 
@@ -29,14 +33,23 @@ func (p *Printer) SessionViews(a cluster.Answer[cluster.SessionView]) error {
 		fmt.Fprintf(p.w, "Audit ID %s is held by %d different requests (replayed, or reused across nodes):\n\n",
 			a.Items[0].AuditID, len(a.Items))
 	}
+	var w waits
 	for i := range a.Items {
 		if i > 0 {
 			fmt.Fprintln(p.w)
 		}
 		fmt.Fprintf(p.w, "Node:        %s\n", nodes(a.Items[i].Nodes))
 		writeSession(p.w, &a.Items[i].SessionView)
+		w.addView(&a.Items[i].SessionView)
 	}
+	w.write(p.w)
 	return nil
+}
+
+// addView counts a session's pending processes, its claimants too.
+func (w *waits) addView(v *api.SessionView) {
+	w.add(v.Processes)
+	w.add(v.Claimants)
 }
 
 func writeSession(w io.Writer, v *api.SessionView) {
@@ -81,7 +94,11 @@ func writeSession(w io.Writer, v *api.SessionView) {
 		fmt.Fprintf(w, "Claimed by:  %d process(es) that carried this ID but are not attributed to it\n", len(v.Claimants))
 		for i := range v.Claimants {
 			c := &v.Claimants[i]
-			fmt.Fprintf(w, "  %d %s %s/%s [%s]\n", c.PID, argv(c, 60), orDash(c.Namespace), orDash(c.Pod), flags(c.Flags))
+			wait := ""
+			if c.Pending {
+				wait = " (" + waitNote(c) + ")"
+			}
+			fmt.Fprintf(w, "  %d %s %s/%s [%s]%s\n", c.PID, argv(c, 60), orDash(c.Namespace), orDash(c.Pod), flags(c.Flags), wait)
 		}
 	}
 	if s.Env != nil {
@@ -110,7 +127,7 @@ func drawNode(w io.Writer, n *api.TreeNode, prefix string, last bool) {
 		// An ambiguous process is nobody's: name every session it may be.
 		extra += " candidates=" + strings.Join(n.Candidates, ",")
 	}
-	fmt.Fprintf(w, "%s%s%d %s (%s)%s%s\n", prefix, branch, n.PID, argv(&n.Process, 80), orDash(string(n.Attribution)), exit, extra)
+	fmt.Fprintf(w, "%s%s%d %s (%s)%s%s\n", prefix, branch, n.PID, argv(&n.Process, 80), attributionLine(&n.Process), exit, extra)
 	for i, c := range n.Children {
 		drawNode(w, c, prefix+next, i == len(n.Children)-1)
 	}

@@ -49,11 +49,12 @@ func sessionCell(col string, s *cluster.Session) string {
 
 // writeSessions writes items as rows of cols; with processes, each
 // session's processes under its row (-o wide). A non-empty more ends the
-// table.
+// table, then when to ask again if a process listed is pending.
 func writeSessions(w io.Writer, cols []string, items []cluster.Session, processes bool, more string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	cells := make([]string, len(cols))
+	var wt waits
 	for i := range items {
 		for j, c := range cols {
 			cells[j] = sessionCell(c, &items[i])
@@ -61,12 +62,17 @@ func writeSessions(w io.Writer, cols []string, items []cluster.Session, processe
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 		if processes {
 			writeProcessLines(tw, items[i].Processes)
+			wt.add(items[i].Processes)
 		}
 	}
 	if more != "" {
 		fmt.Fprintln(tw, more)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	wt.write(w)
+	return nil
 }
 
 // writeProcessLines lists a session's processes under its row (-o wide).
@@ -74,7 +80,7 @@ func writeSessions(w io.Writer, cols []string, items []cluster.Session, processe
 func writeProcessLines(w io.Writer, ps []join.Process) {
 	for j := range ps {
 		p := &ps[j]
-		fmt.Fprintf(w, "    %s pid %d: %s (%s)\n", rfc3339(startOf(p)), p.PID, argv(p, 80), orDash(string(p.Attribution)))
+		fmt.Fprintf(w, "    %s pid %d: %s (%s)\n", rfc3339(startOf(p)), p.PID, argv(p, 80), attributionLine(p))
 	}
 }
 

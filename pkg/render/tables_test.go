@@ -66,3 +66,72 @@ func TestRenderWhoIn(t *testing.T) {
 		t.Errorf("no sessions: %v\n%s", err, b.String())
 	}
 }
+
+// TestRenderPending: a pending process says it waits, for what and until
+// when, wherever a process is written (the process table, a session's
+// tree and claimants, who's process lines), and an answer holding one
+// ends with when to ask again, after the latest deadline; an answer with
+// none pending (one whose deadline the server found passed included)
+// says neither.
+func TestRenderPending(t *testing.T) {
+	ps := pendingProcesses()
+	passed := ps[2]
+	passed.PendingUntil = t0() // as a client might hold it: the server said not pending
+	rootOnly := ps[1:2]
+	hint := func(n, until string) string {
+		return n + " still pending: " + map[bool]string{true: "its", false: "their"}[n == "1 process"] +
+			" attribution may change until " + until + "; ask again after then)"
+	}
+	asWho := func(p []join.Process) cluster.WhoAnswer {
+		a := who("node-a")
+		a.Items[0].Processes = p
+		return a
+	}
+	tree := aliceView()
+	tree.Processes, tree.Claimants = append(tree.Processes, ps[1]), nil
+	tree.Tree = api.BuildTree(tree.Processes)
+	for _, tc := range []struct {
+		name  string
+		print func(*Printer) error
+		want  []string
+		not   []string
+	}{
+		{"process table", func(p *Printer) error { return p.ProcessPage(api.ProcessPage{Items: ps}) },
+			[]string{"pending until 2026-03-04T10:05:08Z", "pending until 2026-03-04T10:01:09Z",
+				hint("2 processes", "2026-03-04T10:05:08Z")}, nil},
+		{"process table, one", func(p *Printer) error { return p.ProcessPage(api.ProcessPage{Items: rootOnly}) },
+			[]string{hint("1 process", "2026-03-04T10:01:09Z")}, []string{"05:08"}},
+		{"process table, none", func(p *Printer) error {
+			return p.ProcessPage(api.ProcessPage{Items: []join.Process{passed}})
+		}, nil, []string{"pending", "ask again"}},
+		{"session claimant", func(p *Printer) error { return p.Session(pendingView()) },
+			[]string{"(pending: waiting for its audit record until 2026-03-04T10:05:08Z)",
+				hint("1 process", "2026-03-04T10:05:08Z")}, nil},
+		{"session tree", func(p *Printer) error { return p.Session(tree) },
+			[]string{"51 bash (pending: waiting for its pod's exec records until 2026-03-04T10:01:09Z)",
+				hint("1 process", "2026-03-04T10:01:09Z")}, nil},
+		{"session, none", func(p *Printer) error { return p.Session(bobView()) }, nil, []string{"pending", "ask again"}},
+		{"who wide", func(p *Printer) error { return p.Who(asWho(ps)) },
+			[]string{"pid 50: sh (pending: waiting for its audit record until 2026-03-04T10:05:08Z)",
+				"pid 52: nginx (-)", hint("2 processes", "2026-03-04T10:05:08Z")}, nil},
+		{"who wide, none", func(p *Printer) error { return p.Who(asWho([]join.Process{passed})) },
+			nil, []string{"pending", "ask again"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := tc.print(New(&b, Wide)); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range tc.want {
+				if !strings.Contains(b.String(), s) {
+					t.Errorf("want %q in:\n%s", s, b.String())
+				}
+			}
+			for _, s := range tc.not {
+				if strings.Contains(b.String(), s) {
+					t.Errorf("want no %q in:\n%s", s, b.String())
+				}
+			}
+		})
+	}
+}

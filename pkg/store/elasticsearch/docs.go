@@ -280,7 +280,10 @@ type processDoc struct {
 		ArgvTruncated  bool              `json:"argv_truncated,omitempty"`
 		SPORequest     string            `json:"spo_exec_request_uid,omitempty"`
 		RecordDelay    float64           `json:"record_delay_seconds,omitempty"`
-		Evidence       *processEvidence  `json:"evidence,omitempty"`
+		// PendingUntil: until when the answer may still change, while
+		// the process waits (join.Process.PendingUntil).
+		PendingUntil string           `json:"pending_until,omitempty"`
+		Evidence     *processEvidence `json:"evidence,omitempty"`
 	} `json:"correlator"`
 }
 
@@ -350,7 +353,7 @@ func processToDoc(p *join.Process) processDoc {
 	c.AuditID, c.ClaimedAuditID, c.Attribution, c.Confidence = p.AuditID, p.ClaimedAuditID, p.Attribution, p.Confidence
 	c.Candidates, c.Source, c.Flags, c.SessionRootID = p.Candidates, p.Source, p.Flags, p.SessionRootID
 	c.ExecTime, c.ArgvTruncated, c.SPORequest = optTS(p.ExecTime), p.ArgvTruncated, p.SPOExecRequestUID
-	c.RecordDelay, c.Evidence = p.RecordDelay, evidenceOf(p)
+	c.RecordDelay, c.PendingUntil, c.Evidence = p.RecordDelay, optTS(p.PendingUntil), evidenceOf(p)
 	return d
 }
 
@@ -383,6 +386,9 @@ func processFromDoc(d *processDoc) (join.Process, error) {
 		return p, err
 	}
 	if p.Exit, err = parseTS(pr.End); err != nil {
+		return p, err
+	}
+	if p.PendingUntil, err = parseTS(c.PendingUntil); err != nil {
 		return p, err
 	}
 	store.FillProcess(&p) // documents omit empty lists

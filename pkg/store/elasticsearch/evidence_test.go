@@ -59,6 +59,9 @@ func TestEvidenceMapping(t *testing.T) {
 		if rd := c["record_delay_seconds"]; rd["type"] != "double" {
 			t.Errorf("%s maps correlator.record_delay_seconds as %v, want a double", index, rd)
 		}
+		if pu := c["pending_until"]; pu["type"] != "date_nanos" {
+			t.Errorf("%s maps correlator.pending_until as %v, want date_nanos", index, pu)
+		}
 		if m.Mappings.Dynamic != "strict" {
 			t.Errorf("%s's mapping is dynamic %v, want strict", index, m.Mappings.Dynamic)
 		}

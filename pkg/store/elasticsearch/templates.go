@@ -95,7 +95,7 @@ func processMappings(ft fieldTypes) map[string]any {
 			"audit_id": kw, "claimed_audit_id": kw, "attribution": kw, "confidence": map[string]any{"type": "double"},
 			"candidates": kw, "source": kw, "flags": kw, "session_root_id": kw,
 			"exec_time": nanos, "argv_truncated": boolean, "spo_exec_request_uid": kw,
-			"record_delay_seconds": map[string]any{"type": "double"},
+			"record_delay_seconds": map[string]any{"type": "double"}, "pending_until": nanos,
 			// The joiner's input evidence, kept for it alone: never queried.
 			"evidence": disabled,
 		}),

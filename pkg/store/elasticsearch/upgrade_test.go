@@ -73,7 +73,8 @@ func testUpgrade(t *testing.T, cfg Config) {
 		Argv: []string{"sh"}, ArgvTruncated: true}, Namespace: "default", Pod: "web-0",
 		Start: t0.Add(time.Minute + time.Second), ExecTime: t0.Add(time.Minute + 2*time.Second),
 		AuditID: "new", Attribution: vocab.AttributionAuditID, SPOExecRequestUID: "spo-1", Flags: []string{},
-		RecordDelay: 2.5, Captured: capture.KeyValue{Value: "new", Source: vocab.SourceEnv}, ExecOrigin: capture.OriginInside}
+		RecordDelay: 2.5, Captured: capture.KeyValue{Value: "new", Source: vocab.SourceEnv}, ExecOrigin: capture.OriginInside,
+		PendingUntil: t0.Add(2 * time.Minute)}
 
 	// Before the upgrade the strict v3 mapping refuses the new fields: the
 	// data loss this guards against. Version 3's own documents go in.
@@ -94,6 +95,7 @@ func testUpgrade(t *testing.T, cfg Config) {
 	oldProcess.ProcessID, oldProcess.AuditID, oldProcess.Start = "p-old", "old", t0.Add(time.Second)
 	oldProcess.SPOExecRequestUID, oldProcess.ArgvTruncated, oldProcess.ExecTime = "", false, time.Time{}
 	oldProcess.RecordDelay, oldProcess.Captured, oldProcess.ExecOrigin = 0, capture.KeyValue{}, ""
+	oldProcess.PendingUntil = time.Time{}
 	if err := c.bulk(ctx, m, []op{sessionOp(&oldSession), processOp(&oldProcess)}); err != nil {
 		t.Fatalf("writing a v3 session and process: %v", err)
 	}

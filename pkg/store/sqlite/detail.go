@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/execid/correlator/pkg/capture"
@@ -79,6 +80,11 @@ func processDetailJSON(b []byte, p *join.Process) ([]byte, error) {
 	list("flags", p.Flags)
 	if p.RecordDelay != 0 {
 		b = strconv.AppendFloat(jsonKey(b, start, "recordDelaySeconds"), p.RecordDelay, 'g', -1, 64)
+	}
+	if !p.PendingUntil.IsZero() {
+		// As encoding/json writes it: the row is read back through it.
+		b = append(jsonKey(b, start, "pendingUntil"), '"')
+		b = append(p.PendingUntil.UTC().AppendFormat(b, time.RFC3339Nano), '"')
 	}
 	if hasEvidence(p) {
 		b = appendEvidence(jsonKey(b, start, "evidence"), p)
@@ -205,7 +211,7 @@ func readProcessDetail(col sql.NullString, p *join.Process) error {
 	p.ParentProcessID, p.PID, p.PPID, p.UID = d.ParentProcessID, d.PID, d.PPID, d.UID
 	p.ArgvTruncated, p.ContainerID, p.PodUID, p.SessionRootID = d.ArgvTruncated, d.ContainerID, d.PodUID, d.SessionRootID
 	p.Source, p.Confidence, p.Candidates, p.Flags = d.Source, d.Confidence, d.Candidates, d.Flags
-	p.RecordDelay = d.RecordDelay
+	p.RecordDelay, p.PendingUntil = d.RecordDelay, d.PendingUntil
 	d.Evidence.set(p)
 	return nil
 }

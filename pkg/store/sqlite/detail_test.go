@@ -24,6 +24,7 @@ func detailFields() join.Process {
 	p.Source, p.Confidence = vocab.SourceInherited, 0.25
 	p.Candidates, p.Flags = []string{"s1", "s2"}, []string{"env_removed", "late"}
 	p.RecordDelay = 12.5
+	p.PendingUntil = time.Date(2026, 3, 4, 10, 1, 0, 123456789, time.UTC)
 	p.Captured = capture.KeyValue{Value: "s1", Claimed: "s0", Source: vocab.SourceEnv, Flags: []string{"env_mismatch"}}
 	p.SPO = capture.KeyValue{Value: "spo-1", Source: vocab.SourceEnv}
 	p.Bridge = capture.KeyValue{Value: "s1", Flags: []string{"x"}}
@@ -59,6 +60,12 @@ func TestProcessDetailJSON(t *testing.T) {
 			p.ExecOrigin = capture.Origin(hostile)
 		},
 		"tiny delay": func(p *join.Process) { p.RecordDelay = 5e-324 },
+		"pending, whole second": func(p *join.Process) {
+			p.PendingUntil = time.Date(2026, 3, 4, 10, 1, 0, 0, time.UTC)
+		},
+		"pending, in a zone": func(p *join.Process) {
+			p.PendingUntil = time.Date(2026, 3, 4, 11, 1, 0, 5, time.FixedZone("CET", 3600))
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := detailFields()
@@ -73,6 +80,9 @@ func TestProcessDetailJSON(t *testing.T) {
 			want := p
 			if want.PodUID == "\xff\xfe" {
 				want.PodUID = "\ufffd\ufffd" // as encoding/json writes it
+			}
+			if !want.PendingUntil.IsZero() {
+				want.PendingUntil = want.PendingUntil.UTC() // the instant, in UTC
 			}
 			var got join.Process
 			if err := readProcessDetail(sql.NullString{String: string(b), Valid: true}, &got); err != nil {
@@ -175,6 +185,9 @@ func FuzzProcessDetail(f *testing.F) {
 			p.Bridge = capture.KeyValue{Claimed: flag, Flags: []string{parent}}
 		}
 		p.ExecOrigin, p.RecordDelay = capture.Origin(flag), conf
+		if pid&8 != 0 {
+			p.PendingUntil = time.Unix(int64(pid), int64(pid)%1e9).UTC()
+		}
 		b, err := processDetailJSON(nil, &p)
 		if math.IsNaN(conf) || math.IsInf(conf, 0) {
 			if err == nil {
@@ -196,7 +209,7 @@ func FuzzProcessDetail(f *testing.F) {
 		}
 		if got.ParentProcessID != want.ParentProcessID || got.ContainerID != want.ContainerID || got.PID != want.PID ||
 			got.Confidence != want.Confidence || got.ArgvTruncated != want.ArgvTruncated || !reflect.DeepEqual(got.Flags, want.Flags) ||
-			got.RecordDelay != want.RecordDelay {
+			got.RecordDelay != want.RecordDelay || !got.PendingUntil.Equal(want.PendingUntil) {
 			t.Fatalf("read back %+v, want %+v (from %s)", got, want, b)
 		}
 		ev, _ := json.Marshal(detailEvidence{p.Captured, p.SPO, p.Bridge, p.ExecOrigin})

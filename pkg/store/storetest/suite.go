@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend, opts ...Options) {
 		{"ProcessFilters", testProcessFilters},
 		{"UnattributedFilter", testUnattributed},
 		{"EvidenceIsStoredNotServed", testEvidence},
+		{"PendingUntilRoundTrip", testPendingUntil},
 		{"LateSessionFindsProcessesByUser", testLateSession},
 		{"AlertFiltersAndDedupe", testAlerts},
 		{"AlertResolutions", testAlertResolutions},
