@@ -22,7 +22,7 @@ import (
 // still change its answer; it reports whether it did.
 func (j *Joiner) keepLate(p *proc) bool {
 	w := j.cfg.LateWindow
-	if w <= 0 || !j.sessionProc(p, 16) {
+	if w <= 0 || j.answered(p) || !j.sessionProc(p, 16) {
 		return false
 	}
 	due := p.startTime().Add(w)
@@ -33,6 +33,21 @@ func (j *Joiner) keepLate(p *proc) bool {
 	j.lateq.push(qent{id: p.in.ProcessID, seq: p.seq, t: qtime(due)})
 	j.stats.LateKept++
 	return true
+}
+
+// answered reports whether p's answer is its record's: the record of the
+// ID it carries is in and decided it, not a heuristic. No late record can
+// give it another (apart from a second request under the same ID, which
+// kube-apiserver never makes: the joiner flags that conflict on what it
+// still holds, and on the session). Holding such processes for the window
+// would cost a busy node its memory (make soak: 300 execs/s, an hour, a
+// million processes) for nothing.
+func (j *Joiner) answered(p *proc) bool {
+	switch p.res.attr {
+	case vocab.AttributionHeuristic, vocab.AttributionAmbiguous:
+		return false
+	}
+	return p.res.auditID != "" && j.recs[p.res.auditID] != nil
 }
 
 // sessionProc reports whether p belongs to an exec session whose answer a

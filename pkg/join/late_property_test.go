@@ -32,9 +32,11 @@ type timed struct {
 
 // lateTimeline lays sc out in time as a node would see it: each process
 // and exit at its own time, each audit event at its request's time plus a
-// delay drawn per request, none or late (3 to 40 minutes, past the TTL),
+// delay drawn per audit ID, none or late (3 to 40 minutes, past the TTL),
 // and up to 20 s more drawn per stage, so a request's stages come in any
-// order. It returns the timeline and how many requests came late.
+// order. Requests under one ID (a conflict, a replay) share the delay: a
+// process answered by its record leaves at the TTL (Joiner.answered), so a
+// second request under its ID later than that flags only what is held. It returns the timeline and how many requests came late.
 func lateTimeline(rng *rand.Rand, sc *scenario, lateShare float64) ([]timed, int) {
 	var tl []timed
 	add := func(at time.Time, do func(j *Joiner, m *auditlog.Merger) []Update) {
@@ -47,15 +49,15 @@ func lateTimeline(rng *rand.Rand, sc *scenario, lateShare float64) ([]timed, int
 		add(e.Time.Add(time.Duration(rng.Intn(500))*time.Millisecond), func(j *Joiner, _ *auditlog.Merger) []Update { return j.AddExit(j.now, e) })
 	}
 	late := 0
-	delays := map[string]time.Duration{} // request URI -> its delivery delay
+	delays := map[string]time.Duration{} // audit ID -> its delivery delay
 	for _, ev := range sc.events {
-		base, ok := delays[ev.RequestURI]
+		base, ok := delays[string(ev.AuditID)]
 		if !ok {
 			if rng.Float64() < lateShare {
 				base = 3*time.Minute + time.Duration(rng.Int63n(int64(lateMax-3*time.Minute)))
 				late++
 			}
-			delays[ev.RequestURI] = base
+			delays[string(ev.AuditID)] = base
 		}
 		// A request's stages travel together, in any order among them.
 		d := base + time.Duration(rng.Intn(20_000))*time.Millisecond

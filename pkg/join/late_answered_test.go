@@ -1,0 +1,55 @@
+package join
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/execid/correlator/pkg/auditlog"
+	"github.com/execid/correlator/pkg/vocab"
+)
+
+// TestJoinAnsweredLeaveAtTTL: a process its record answered leaves memory
+// at the TTL, late window or not (nothing later can answer it again), while
+// one still waiting for its record is held for the window (the control).
+// A second request under the answered ID, later than that, still flags the
+// session's conflict: the responder sees it where the user is named.
+func TestJoinAnsweredLeaveAtTTL(t *testing.T) {
+	j := newJoiner(t)
+	snap := newSnapshot()
+	snap.apply(j.AddRecord(t0.Add(time.Second), xr(idA)))
+	for _, p := range []Process{pr("a-root", "runc", idA, vocab.SourceEnv), pr("a-child", "a-root", idA, vocab.SourceInherited),
+		pr("b-root", "runc", idB, vocab.SourceEnv)} {
+		snap.apply(j.AddProcess(t0.Add(2*time.Second), p))
+		snap.apply(j.AddExit(t0.Add(3*time.Second), Exit{ProcessID: p.ProcessID, Time: t0.Add(3 * time.Second)}))
+	}
+	if got := snap.procs["a-child"]; !got.Attribution.Counted() || got.AuditID != idA {
+		t.Fatalf("a-child before the TTL: %s %q, want attributed to alice's session", got.Attribution, got.AuditID)
+	}
+	snap.apply(j.Expire(t0.Add(3*time.Second + DefaultPendingTTL + time.Second)))
+	st := j.Stats()
+	if st.Processes != 1 || st.LateKept != 1 {
+		t.Fatalf("after the TTL: %d processes held, %d kept late; want only b-root (no record yet)", st.Processes, st.LateKept)
+	}
+	if j.procs.get("b-root") == nil {
+		t.Fatal("b-root, still waiting for its record, left memory at the TTL")
+	}
+	// Another request under alice's ID, ten minutes on: kube-apiserver
+	// never makes one; whoever forged it must not rename the session.
+	forged := xr(idA)
+	forged.User = auditlog.UserInfo{Username: "mallory", Groups: []string{"dev"}}
+	forged.RequestURI += "&forged"
+	forged.RequestReceivedTimestamp = t0.Add(10 * time.Minute)
+	snap.apply(j.AddRecord(t0.Add(10*time.Minute), forged))
+	s, ok := snap.sessions[idA]
+	if !ok {
+		t.Fatal("no session row for alice's ID")
+	}
+	if s.User.Username != "alice" || !slices.Contains(s.Flags, vocab.FlagAuditIDConflict) {
+		t.Errorf("session after a later request under its ID: user %q flags %v; want alice, %s",
+			s.User.Username, s.Flags, vocab.FlagAuditIDConflict)
+	}
+	if got := snap.procs["a-child"]; !got.Attribution.Counted() || got.AuditID != idA {
+		t.Errorf("a-child after the forged request: %s %q, want its row unchanged", got.Attribution, got.AuditID)
+	}
+}
