@@ -233,23 +233,37 @@ func runContent(body []byte) ([]byte, error) {
 }
 
 // eachLineNewest calls fn with each line of a body, the newest first,
-// until fn returns false; the body is not split.
+// until fn returns false; the body is not split. The separators are found
+// front to back (a vector scan for the newline; LastIndex of ",\n"
+// hashed every byte, a quarter of a command search's CPU in make soak),
+// then the lines are visited back to front.
 func eachLineNewest(body []byte, fn func(line []byte) bool) error {
 	rest, err := runContent(body)
 	if err != nil || rest == nil {
 		return err
 	}
-	for {
-		i := bytes.LastIndex(rest, []byte(",\n"))
-		line := rest
-		if i >= 0 {
-			line = rest[i+2:]
+	var buf [64]int
+	starts := append(buf[:0], 0)
+	// A line is JSON: its only newline is the separator's.
+	for off := 0; ; {
+		i := bytes.IndexByte(rest[off:], '\n')
+		if i < 0 {
+			break
 		}
-		if !fn(line) || i < 0 {
+		off += i + 1
+		if off < 2 || rest[off-2] != ',' {
+			return fmt.Errorf("decoding run body: a newline inside a line")
+		}
+		starts = append(starts, off)
+	}
+	end := len(rest)
+	for k := len(starts) - 1; k >= 0; k-- {
+		if !fn(rest[starts[k]:end]) {
 			return nil
 		}
-		rest = rest[:i]
+		end = starts[k] - 2
 	}
+	return nil
 }
 
 // runLines splits a body into its lines, one a process.
