@@ -9,6 +9,8 @@
 #   make e2e-kernels  the probes and the capture suite on kernels 5.10, 6.1,
 #                   6.12 (qemu, amd64 and arm64) and the host's (root)
 #   make picture    redraw docs/path.svg from docs/path.dot (Graphviz)
+#   make soak       the agent under a busy node's load for an hour (root):
+#                   figures, samples.csv and soak.svg in soak-out/
 #   make bench | fuzz | lint | build | deps | clean
 #
 # Privileged targets install what they need with apt-get (Debian/Ubuntu).
@@ -85,7 +87,7 @@ else \
 fi
 endef
 
-.PHONY: all deps deps-test deps-generate generate build test test-es bench demo demo-capture lint fuzz clean docs render-config image image-docker e2e-node picture picture-check
+.PHONY: all deps deps-test deps-generate generate build test test-es bench demo demo-capture lint fuzz clean docs render-config image image-docker e2e-node picture picture-check soak
 
 all: lint build test
 
@@ -142,6 +144,19 @@ test: deps-test
 	fi; \
 	$(GO) test -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
 	cd test/kubeapi && $(GO) test -tags e2ecluster -count=1 -timeout $(KUBEAPI_TIMEOUT) $(TESTFLAGS) ./...
+
+## soak: the real agent (BPF, runc, SQLite, the webhook, a file alert sink)
+## under a busy node's load for SOAK_DURATION (default 1h; make test runs
+## three minutes of it): an upgrade, a kill -9, the store's disk full, short
+## retention; prints the figures and writes samples.csv, events.csv,
+## figures.txt and soak.svg to SOAK_OUT (internal/soak, docs/benchmarks.md).
+SOAK_DURATION ?= 1h
+SOAK_OUT      ?= $(CURDIR)/soak-out
+SOAK_TIMEOUT  ?= 3h
+soak: deps-test
+	@[ -n "$(IS_ROOT)" ] || { echo "soak: needs root (BPF, runc, a tmpfs for the store)" >&2; exit 1; }
+	SOAK_DURATION=$(SOAK_DURATION) SOAK_OUT=$(SOAK_OUT) $(GO) test -count=1 -run '^TestSoak$$' -v \
+		-timeout $(SOAK_TIMEOUT) ./internal/soak
 
 ## bench: benchmarks only, with allocations (root). BENCH=regex BENCHTIME=1s|100x.
 bench: deps-test

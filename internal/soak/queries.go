@@ -1,0 +1,209 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/execid/correlator/pkg/api"
+	"github.com/execid/correlator/pkg/join"
+	"github.com/execid/correlator/pkg/vocab"
+)
+
+// queries asks the agent what a responder asks, every interval: who ran
+// commands in a pod, a user's sessions, a session's tree, processes by
+// command; and times each answer.
+type queries struct {
+	client *api.Client
+	load   *load
+	up     func() bool // an agent is running (a failed query then counts)
+
+	mu        sync.Mutex
+	latencies []time.Duration // since the last sample
+	all       []time.Duration // the whole run's, for its p99
+	byKind    map[string][]time.Duration
+	fails     atomic.Int64
+	lastErr   atomic.Value
+}
+
+func (q *queries) run(ctx context.Context, interval time.Duration) {
+	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		a, ok := q.load.pick(rng)
+		if !ok {
+			continue
+		}
+		p := q.load.pods[rng.IntN(len(q.load.pods))]
+		asks := []struct {
+			kind string
+			ask  func(context.Context) error
+		}{
+			{"who", func(ctx context.Context) error { // as kubectl correlator who POD
+				_, err := q.client.Sessions(ctx, url.Values{"namespace": {p.namespace}, "pod": {p.name}, "limit": {"50"}})
+				return err
+			}},
+			{"sessions by user", func(ctx context.Context) error {
+				_, err := q.client.Sessions(ctx, url.Values{"user": {a.user}, "limit": {"50"}})
+				return err
+			}},
+			{"session tree", func(ctx context.Context) error {
+				_, err := q.client.Session(ctx, a.auditID)
+				return err
+			}},
+			{"processes by command", func(ctx context.Context) error {
+				_, err := q.client.Processes(ctx, url.Values{"command": {"/bin/sleep 5"}, "pod": {p.name}, "limit": {"100"}})
+				return err
+			}},
+		}
+		for _, a := range asks {
+			q.time(ctx, a.kind, a.ask)
+		}
+	}
+}
+
+func (q *queries) time(ctx context.Context, kind string, ask func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := ask(ctx)
+	d := time.Since(start)
+	if err != nil {
+		if q.up() && ctx.Err() == nil {
+			q.fails.Add(1)
+			q.lastErr.Store(err.Error())
+		}
+		return
+	}
+	q.mu.Lock()
+	q.latencies = append(q.latencies, d)
+	q.all = append(q.all, d)
+	if q.byKind == nil {
+		q.byKind = map[string][]time.Duration{}
+	}
+	q.byKind[kind] = append(q.byKind[kind], d)
+	q.mu.Unlock()
+}
+
+// interval returns the latencies since the last call.
+func (q *queries) interval() []time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.latencies
+	q.latencies = nil
+	return out
+}
+
+// p99 of ds in ms, 0 for none.
+func p99(ds []time.Duration) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := min(len(s)-1, int(float64(len(s))*0.99))
+	return float64(s[i]) / float64(time.Millisecond)
+}
+
+// verifier looks up every acknowledged request after settle: its
+// session must be stored, with its user (else the record was lost), and
+// its root attributed to it within giveUp (else it counts unattributed:
+// rows the store dropped while full, counted there, not a lost record).
+type verifier struct {
+	client         *api.Client
+	load           *load
+	settle, giveUp time.Duration
+
+	verified, lost, unattributed atomic.Int64
+
+	mu      sync.Mutex
+	lostIDs []string
+	pending []ackedReq
+}
+
+func (v *verifier) run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		v.once(ctx, v.settle)
+	}
+}
+
+// once looks up what was acknowledged settle ago and what is still
+// waiting for its attribution.
+func (v *verifier) once(ctx context.Context, settle time.Duration) {
+	v.pending = append(v.pending, v.load.due(settle)...)
+	var keep []ackedReq
+	for i, a := range v.pending {
+		stored, err := v.check(ctx, a)
+		switch {
+		case ctx.Err() != nil:
+			v.pending = append(keep, v.pending[i:]...)
+			return
+		case err == nil:
+			v.verified.Add(1)
+		case time.Since(a.at) <= v.giveUp:
+			keep = append(keep, a)
+		case stored:
+			v.verified.Add(1)
+			v.unattributed.Add(1)
+		default:
+			v.lost.Add(1)
+			v.mu.Lock()
+			v.lostIDs = append(v.lostIDs, fmt.Sprintf("%s (%s): %v", a.auditID, a.user, err))
+			v.mu.Unlock()
+		}
+	}
+	v.pending = keep
+}
+
+// waiting counts what the verifier has yet to decide.
+func (v *verifier) waiting() int {
+	v.load.mu.Lock()
+	defer v.load.mu.Unlock()
+	return len(v.pending) + len(v.load.toCheck)
+}
+
+// check reports whether a's session is stored with its user, and nil
+// when its root is attributed to it too.
+func (v *verifier) check(ctx context.Context, a ackedReq) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s, err := v.client.Session(ctx, a.auditID)
+	if err != nil {
+		return false, err
+	}
+	if s.User.Username != a.user {
+		return false, fmt.Errorf("stored user %q, want %q", s.User.Username, a.user)
+	}
+	for _, p := range s.Processes {
+		if p.Attribution.Counted() && p.AuditID == a.auditID {
+			return true, nil
+		}
+	}
+	return true, fmt.Errorf("no process attributed: %d processes (%v)", len(s.Processes), attributions(s.Processes))
+}
+
+func attributions(ps []join.Process) []vocab.Attribution {
+	var out []vocab.Attribution
+	for _, p := range ps {
+		out = append(out, p.Attribution)
+	}
+	return out
+}

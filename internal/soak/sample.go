@@ -1,0 +1,50 @@
+// Package soak drives the real agent for a long time under a busy node's
+// load (exec sessions through the runtime, their audit records by webhook,
+// queries, retention, upgrades, a kill -9, a full disk) and records what a
+// slow leak would show: memory, CPU per exec, the store's size, files,
+// goroutines, drops, query latency, acknowledged records lost.
+package soak
+
+import "time"
+
+// Sample is one reading of the agent and its load, taken every few
+// seconds. Counters marked cumulative run over the whole soak, across
+// agent restarts; the others are the reading's or the interval's since
+// the previous sample.
+type Sample struct {
+	At      time.Time
+	Elapsed time.Duration // since the soak's start
+	Agent   int           // which agent process, 1 for the first; 0 when none ran
+	Phase   string        // what the soak was doing: "", "disk-full", "restarting"
+
+	RSSBytes   int64 // the agent's resident set (VmRSS): with the binary's pages and the mapped ring buffer
+	AnonBytes  int64 // RssAnon: the agent's own memory (Go's heap and stacks, SQLite's), what a leak grows
+	HeapBytes  int64 // go_memstats_heap_inuse_bytes
+	Goroutines int   // go_goroutines
+	OpenFiles  int   // entries in /proc/PID/fd
+
+	ExecRate     float64 // execs the agent saw per second over the interval
+	CPUPerExecUS float64 // the agent's user+system CPU over the interval per exec seen, µs; 0 when none
+	StoreBytes   int64   // the SQLite database file
+	WALBytes     int64   // its write-ahead log
+
+	RingDrops    int64 // cumulative: correlator_capture_ringbuf_drops_total
+	Evictions    int64 // cumulative: correlator_join_evicted_total, every kind
+	StoreDropped int64 // cumulative: correlator_store_rows_total{outcome="dropped"}
+
+	Queries    int     // REST queries answered over the interval
+	QueryP99MS float64 // their 99th percentile latency, ms; 0 when none
+	QueryFails int     // cumulative: queries that failed while an agent was up
+
+	Acked    int64 // cumulative: exec requests whose audit records the webhook acknowledged
+	Verified int64 // cumulative: acknowledged requests found stored, with their user
+	Lost     int64 // cumulative: acknowledged requests looked for and not found
+}
+
+// Event is something the soak did to the agent or its node, drawn as a
+// marker on every panel.
+type Event struct {
+	At      time.Time
+	Elapsed time.Duration
+	What    string // "upgrade", "kill -9", "disk full", "disk freed"
+}

@@ -1,0 +1,163 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execid/correlator/internal/testutil"
+)
+
+// TestSoak is make soak: the real agent (BPF, runc containers, SQLite on
+// its own disk, the webhook, a file alert sink) under a busy node's load
+// for SOAK_DURATION (three minutes in make test and CI; make soak, an
+// hour). It writes samples.csv, events.csv, soak.svg and figures.txt to
+// SOAK_OUT, prints the figures, and fails on a missed target (the slope
+// and CPU targets only in runs of 30 minutes or more).
+func TestSoak(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.EnsureBPFFS(t)
+	d := envDuration(t, "SOAK_DURATION", 3*time.Minute)
+	long := d >= 30*time.Minute
+	cfg := Config{
+		Duration:  d,
+		Sample:    envDuration(t, "SOAK_SAMPLE", 5*time.Second),
+		WarmUp:    envDuration(t, "SOAK_WARMUP", min(d/6, 5*time.Minute)),
+		Rate:      float64(envInt(t, "SOAK_RATE", 300)),
+		Slots:     envInt(t, "SOAK_SESSIONS", 8),
+		Retention: envDuration(t, "SOAK_RETENTION", map[bool]time.Duration{false: 2 * time.Minute, true: 10 * time.Minute}[long]),
+		StoreMiB:  envInt(t, "SOAK_STORE_MB", 256),
+		Dir:       t.TempDir(),
+		AgentArgs: strings.Fields(os.Getenv("SOAK_AGENT_ARGS")),
+		Log:       t.Logf,
+	}
+	out := os.Getenv("SOAK_OUT")
+	if out == "" {
+		out = t.TempDir()
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Bin = buildAgent(t)
+	for i, name := range []string{"runner-0", "runner-1"} {
+		c := testutil.NewContainer(t, testutil.ContainerConfig{})
+		cfg.Pods = append(cfg.Pods, pod{ctr: c, namespace: "ci", name: name, ctrName: fmt.Sprintf("step-%d", i)})
+	}
+	t.Logf("soak: %s at %.0f execs/s in %d sessions, retention %s, a %d MiB store disk; out %s",
+		d, cfg.Rate, cfg.Slots, cfg.Retention, cfg.StoreMiB, out)
+
+	res, err := Run(context.Background(), t, cfg)
+	if res != nil {
+		writeOutputs(t, out, res, cfg)
+	}
+	if err != nil {
+		t.Fatalf("soak: %v", err)
+	}
+	figs := Summarize(res.Samples, res.Events, cfg.WarmUp, res.QueryP99)
+	extra := fmt.Sprintf("sessions %d (%d without an ID), exec errors %d, webhook retries %d, agents %d, "+
+		"retention passes that deleted %d, acknowledged never attributed %d",
+		res.Sessions, res.IDless, res.ExecErrors, res.PostRetries, res.Agents, res.RetentionPasses, res.Unattributed)
+	tg := DefaultTargets()
+	tg.MaxStoreMiB = float64(cfg.StoreMiB) / 2
+	tg.MaxWALMiB = 64
+	text := figs.String() + "\n" + tg.Report(figs, long) + "\n" + extra + "\n" +
+		fmt.Sprintf("query p99 by kind (ms): %v\nfirst exec error: %s\n", res.QueryP99ByKind, res.ExecErr)
+	if err := os.WriteFile(filepath.Join(out, "figures.txt"), []byte(text), 0o644); err != nil {
+		t.Error(err)
+	}
+	fmt.Printf("\n%s\n", text)
+
+	for _, f := range tg.Check(figs, long) {
+		t.Errorf("target missed: %s", f)
+	}
+	for _, id := range res.LostIDs {
+		t.Errorf("acknowledged and lost: %s", id)
+	}
+	// The load was what it claims: without these the figures say nothing.
+	if figs.ExecRateMedian < 0.7*cfg.Rate {
+		t.Errorf("median exec rate %.0f/s, not the %.0f/s asked for", figs.ExecRateMedian, cfg.Rate)
+	}
+	if res.Agents != 3 {
+		t.Errorf("%d agents ran, want 3 (start, upgrade, restart after kill -9)", res.Agents)
+	}
+	if !res.SawUnwritable {
+		t.Errorf("the store never said it could not write: the disk was not full")
+	}
+	if res.RetentionPasses < 2 {
+		t.Errorf("retention deleted rows %d times, want several", res.RetentionPasses)
+	}
+	// Requests without an ID are the heuristic's, not looked up.
+	if withID := figs.Acked - res.IDless; withID <= 0 || figs.Verified < withID {
+		t.Errorf("acknowledged %d with an ID, verified %d: every one must be looked up and found", withID, figs.Verified)
+	}
+	if res.Unattributed*100 > figs.Acked {
+		t.Errorf("%d of %d acknowledged sessions never had their root attributed", res.Unattributed, figs.Acked)
+	}
+	if figs.QueryFails > 0 {
+		t.Errorf("%d queries failed while an agent ran; last: %s", figs.QueryFails, res.QueryErr)
+	}
+}
+
+func writeOutputs(t *testing.T, out string, res *Result, cfg Config) {
+	files := map[string]func(*os.File) error{
+		"samples.csv": func(f *os.File) error { return WriteCSV(f, res.Samples) },
+		"events.csv":  func(f *os.File) error { return WriteEventsCSV(f, res.Events) },
+		"soak.svg": func(f *os.File) error {
+			return DrawSVG(f, res.Samples, res.Events, fmt.Sprintf("correlator soak: %s at %.0f execs/s", cfg.Duration, cfg.Rate))
+		},
+	}
+	for name, write := range files {
+		f, err := os.Create(filepath.Join(out, name))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if err := write(f); err != nil {
+			t.Errorf("writing %s: %v", name, err)
+		}
+		f.Close()
+	}
+}
+
+// buildAgent builds correlator, or takes CORRELATOR_SOAK_BIN's.
+func buildAgent(t *testing.T) string {
+	if b := os.Getenv("CORRELATOR_SOAK_BIN"); b != "" {
+		return b
+	}
+	bin := filepath.Join(t.TempDir(), "correlator")
+	cmd := exec.Command("go", "build", "-o", bin, "../../cmd/correlator")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building correlator: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("%s=%q: want a positive duration", name, v)
+	}
+	return d
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
