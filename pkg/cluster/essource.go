@@ -105,8 +105,19 @@ func (e *ESSource) Who(ctx context.Context, namespace, pod, container string, q 
 	}
 	ans := WhoAnswer{Namespace: namespace, Pod: pod}
 	var err error
-	if ans.Answer, err = e.Sessions(ctx, q2, limit); err != nil || !processes {
+	if ans.Answer, err = e.Sessions(ctx, q2, limit); err != nil {
 		return ans, err
+	}
+	since, _ := time.ParseDuration(pendingSince)
+	recent, _, err := e.r.ListProcesses(ctx, store.ProcessFilter{Namespace: namespace, Pod: pod, Container: container,
+		Since: e.now().Add(-since), Limit: pendingScan})
+	if err != nil {
+		return ans, fmt.Errorf("querying Elasticsearch for the pending processes of %s/%s: %w", namespace, pod, err)
+	}
+	api.Served(recent, e.now())
+	ans.Pending = pendingOf(recent)
+	if !processes {
+		return ans, nil
 	}
 	for i := range ans.Items {
 		id := ans.Items[i].AuditID

@@ -93,5 +93,14 @@ func TestPluginServesPending(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(tc.name, a, tc.pending)
+		// who, from the store: the pod's pending processes.
+		w, err := cluster.NewESSource(st, func() time.Time { return tc.at }).Who(ctx, "prod", "web-0", "", nil, 0, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(w.Pending); got != map[bool]int{true: 1, false: 0}[tc.pending] ||
+			tc.pending && (w.Pending[0].ProcessID != "waits" || !w.Pending[0].PendingUntil.Equal(until)) {
+			t.Errorf("%s: who's pending %+v, want waits only: %v", tc.name, w.Pending, tc.pending)
+		}
 	}
 }

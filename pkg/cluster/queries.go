@@ -64,6 +64,29 @@ type WhoAnswer struct {
 	// Node is the pod's node; empty when the pod is gone and every node
 	// was asked.
 	Node string `json:"node,omitempty"`
+	// Pending are the pod's newest processes whose attribution may still
+	// change (an exec root waiting for its record has no session yet):
+	// who ran them is not known yet, which is not nobody.
+	Pending []join.Process `json:"pending,omitempty"`
+}
+
+// Who reads the newest pendingScan processes of the pod, of the last
+// pendingSince, for those still pending: a pending process is a new one
+// (its wait is a minute, the pending TTL at most).
+const (
+	pendingScan  = 500
+	pendingSince = "10m"
+)
+
+// pendingOf keeps the processes the agent served as pending.
+func pendingOf(ps []join.Process) []join.Process {
+	var out []join.Process
+	for _, p := range ps {
+		if p.Pending {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Who asks the agent on pod's node for the sessions opened into it
@@ -104,8 +127,21 @@ func (c *Client) Who(ctx context.Context, namespace, pod, container string, q ur
 		ans.fail(Failure{Node: node, Error: err.Error()})
 		return ans, nil
 	}
-	ans.fail(fanOut(ctx, c, []Agent{agent}, each, m.add)...)
+	fails := fanOut(ctx, c, []Agent{agent}, each, m.add)
+	ans.fail(fails...)
 	ans.Items, ans.Truncated = m.result()
+	if len(fails) > 0 {
+		return ans, nil // the node did not answer: it has said so once
+	}
+	pq := url.Values{"namespace": {namespace}, "pod": {pod}, "since": {pendingSince}}
+	if container != "" {
+		pq.Set("container", container)
+	}
+	if ps, err := pages[join.Process](ctx, c, agent, "api/v1/processes", pq, pendingScan); err == nil {
+		ans.Pending = pendingOf(ps)
+	} else {
+		ans.fail(Failure{Node: node, Error: "reading pending processes: " + err.Error()})
+	}
 	return ans, nil
 }
 

@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -127,15 +128,50 @@ func (p *Printer) Who(a cluster.WhoAnswer) error {
 	} else {
 		fmt.Fprintf(p.w, "Pod %s/%s is not running on a node: asked every node\n", a.Namespace, a.Pod)
 	}
+	// A pending process with no session listed here (an exec root whose
+	// record has not come) is the answer not known yet, not nobody's.
+	var w waits
+	w.add(outside(a.Pending, a.Items))
 	if len(a.Items) == 0 {
-		_, err := fmt.Fprintln(p.w, "No exec sessions recorded.")
+		if w.n == 0 {
+			_, err := fmt.Fprintln(p.w, "No exec sessions recorded.")
+			return err
+		}
+		fmt.Fprintln(p.w, "No exec sessions recorded yet.")
+	} else {
+		cols := []string{"STARTED", "USER", "CONTAINER", "PROCS", "CODE", "AUDIT-ID"}
+		if a.Node == "" {
+			cols = append(cols, "NODE")
+		}
+		if err := writeSessions(p.w, append(cols, "COMMAND"), a.Items, p.wide(), truncated(a.Truncated)); err != nil {
+			return err
+		}
+	}
+	if w.n > 0 {
+		_, err := fmt.Fprintf(p.w, "(%d %s in the pod with no session yet: who ran %s is not known until %s at the latest, "+
+			"when their audit records are in; ask again after then)\n",
+			w.n, plural(w.n, "process", "processes"), plural(w.n, "it", "them"), rfc3339(w.last))
 		return err
 	}
-	cols := []string{"STARTED", "USER", "CONTAINER", "PROCS", "CODE", "AUDIT-ID"}
-	if a.Node == "" {
-		cols = append(cols, "NODE")
+	return nil
+}
+
+// outside keeps the processes of ps no session of items names.
+func outside(ps []join.Process, items []cluster.Session) []join.Process {
+	var out []join.Process
+	for _, p := range ps {
+		if !slices.ContainsFunc(items, func(s cluster.Session) bool { return p.AuditID != "" && s.AuditID == p.AuditID }) {
+			out = append(out, p)
+		}
 	}
-	return writeSessions(p.w, append(cols, "COMMAND"), a.Items, p.wide(), truncated(a.Truncated))
+	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // WhoIn is who exec'd into the pods a label selector picked; wide lists

@@ -116,6 +116,25 @@ func TestRenderPending(t *testing.T) {
 				"pid 52: nginx (-)", hint("2 processes", "2026-03-04T10:05:08Z")}, nil},
 		{"who wide, none", func(p *Printer) error { return p.Who(asWho([]join.Process{passed})) },
 			nil, []string{"pending", "ask again"}},
+		// The minute before an ID-less root's record: no session, but not nobody.
+		{"who, a root with no session yet", func(p *Printer) error {
+			a := who("node-a")
+			a.Items, a.Pending = nil, rootOnly
+			return p.Who(a)
+		}, []string{"No exec sessions recorded yet.",
+			"(1 process in the pod with no session yet: who ran it is not known until 2026-03-04T10:01:09Z at the latest"},
+			[]string{"No exec sessions recorded.\n"}},
+		{"who, sessions and a root with none", func(p *Printer) error {
+			a := who("node-a")
+			a.Pending = append([]join.Process(nil), ps[:2]...)
+			a.Pending[0].AuditID = a.Items[0].AuditID // in a listed session: that row says it
+			return p.Who(a)
+		}, []string{"(1 process in the pod with no session yet", "until 2026-03-04T10:01:09Z"}, []string{"05:08"}},
+		{"who, nothing pending", func(p *Printer) error {
+			a := who("node-a")
+			a.Items = nil
+			return p.Who(a)
+		}, []string{"No exec sessions recorded.\n"}, []string{"yet", "ask again"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b strings.Builder
