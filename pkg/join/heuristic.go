@@ -176,7 +176,18 @@ func (j *Joiner) advance(now time.Time) {
 // exact argv match sets partial ones aside (beaten).
 func (j *Joiner) candidates(p *proc, pk string, t time.Time) ([]candidate, bool) {
 	var cands []candidate
-	for id := range j.recsPod[pk] {
+	// Only the slots of W around t: a pod's records of an hour are live
+	// for late ones, and only those received within W of t can fit.
+	w := j.cfg.HeuristicWindow
+	var buf [32]string
+	seen := buf[:0]
+	for s := slotOf(t.Add(-w), w); s <= slotOf(t.Add(w), w); s++ {
+		for id := range j.recsPod[slotKey{pk, s}] {
+			seen = append(seen, id)
+		}
+	}
+	slices.Sort(seen) // a conflict's requests may span two slots
+	for _, id := range slices.Compact(seen) {
 		rs := j.recs[id]
 		if rs == nil {
 			continue
@@ -264,12 +275,31 @@ func (j *Joiner) dropHeld(p *proc, notify bool) {
 // only that. Past two holders nobody's answer moves, so a flood of roots
 // contending for one request costs each one resolution, not one per root.
 func (j *Joiner) heldChanged(held string, p *proc) {
-	pk, _, _ := strings.Cut(held, "\x00")
-	for id := range j.rootsPod[pk] {
-		if id != p.in.ProcessID {
+	pk, key, _ := strings.Cut(held, "\x00")
+	j.enqueueRootsNear(pk, j.recs[key], p.in.ProcessID)
+}
+
+// enqueueRootsNear re-resolves the ID-less roots of pod pk that a request
+// of rs could be a candidate of: those started within W of one of its
+// requestReceived (score's window); all of them when rs is not held. The
+// others' candidates do not hold rs, so neither it nor its holders move
+// their answers: with an hour of roots held for late records, asking them
+// all at every record was the agent's whole CPU (make soak).
+func (j *Joiner) enqueueRootsNear(pk string, rs *recSet, skip string) {
+	if rs == nil {
+		for id := range j.rootsPod[pk] {
+			if id != skip {
+				j.enqueue(id)
+			}
+		}
+		return
+	}
+	j.rootsNear(rs, func(p *proc) bool {
+		if id := p.in.ProcessID; id != skip && podKey(p.in.Namespace, p.in.Pod) == pk {
 			j.enqueue(id)
 		}
-	}
+		return true
+	})
 }
 
 // heldByOther reports whether another settled ID-less root of pod pk has

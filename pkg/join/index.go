@@ -160,9 +160,18 @@ func (j *Joiner) Expire(now time.Time) []Update {
 	j.dropLate(now)
 	idle := ttl + j.cfg.HeuristicWindow
 	for id, rs := range j.recs {
-		if !now.Before(rs.touched.Add(idle)) && !j.live(rs) {
-			j.dropRecord(id)
+		if now.Before(rs.touched.Add(idle)) || now.Before(rs.recheck) {
+			continue
 		}
+		if !j.live(rs) {
+			j.dropRecord(id)
+			continue
+		}
+		// Live now, asked again an idle later rather than every tick: a
+		// pod's hour of records held for late ones, each asked every
+		// second, was the agent's CPU (make soak). It stays that much
+		// longer at most, within MaxRecords.
+		rs.recheck = now.Add(idle)
 	}
 	for id, e := range j.orphans {
 		if !now.Before(e.Time.Add(ttl)) {
@@ -223,22 +232,35 @@ func (j *Joiner) live(rs *recSet) bool {
 	}
 	// A candidate of a held ID-less root: a later record re-decides the
 	// root, and must find every request it would have found in time.
+	live := false
+	j.rootsNear(rs, func(*proc) bool { live = true; return false })
+	return live
+}
+
+// rootsNear calls fn with each held ID-less root that a request of rs
+// could be a candidate of (score: its pod, started within W of its
+// requestReceived), until fn returns false. By the roots' start slots:
+// the expiry tick asks this of every idle record, and a pod holds an
+// hour of roots for late records.
+func (j *Joiner) rootsNear(rs *recSet, fn func(*proc) bool) {
 	w := j.cfg.HeuristicWindow
-	for _, pk := range rs.pods {
-		for id := range j.rootsPod[pk] {
-			p := j.procs.get(id)
-			if p == nil {
-				continue
-			}
-			t := p.startTime()
-			for _, rec := range rs.recs {
-				if rr := rec.RequestReceivedTimestamp; !rr.IsZero() && !t.Before(rr.Add(-w)) && !t.After(rr.Add(w)) {
-					return true
+	for _, rec := range rs.recs {
+		rr, pk := rec.RequestReceivedTimestamp, podKey(rec.Namespace, rec.Pod)
+		if rr.IsZero() || pk == "" {
+			continue
+		}
+		for s := slotOf(rr.Add(-w), w); s <= slotOf(rr.Add(w), w); s++ {
+			for id := range j.rootsSlot[slotKey{pk, s}] {
+				p := j.procs.get(id)
+				if p == nil {
+					continue
+				}
+				if t := p.startTime(); !t.Before(rr.Add(-w)) && !t.After(rr.Add(w)) && !fn(p) {
+					return
 				}
 			}
 		}
 	}
-	return false
 }
 
 // removeProc forgets a process; the store still counts it in its session.
@@ -316,10 +338,11 @@ func (j *Joiner) shrinkMaps() {
 	j.deps, j.ids = shrunk(j.deps, &p[1]), shrunk(j.ids, &p[2]) // j.procs shrinks itself
 	j.spoProcs, j.recs, j.pending = shrunk(j.spoProcs, &p[3]), shrunk(j.recs, &p[4]), shrunk(j.pending, &p[5])
 	j.orphans, j.recsPod, j.rootsPod = shrunk(j.orphans, &p[6]), shrunk(j.recsPod, &p[7]), shrunk(j.rootsPod, &p[8])
+	j.rootsSlot = shrunk(j.rootsSlot, &p[9])
 }
 
 // addTo and removeFrom keep a map of sets, dropping emptied sets.
-func addTo[V comparable](m map[string]map[V]struct{}, k string, v V) bool {
+func addTo[K, V comparable](m map[K]map[V]struct{}, k K, v V) bool {
 	s := m[k]
 	if s == nil {
 		s = map[V]struct{}{}
@@ -332,7 +355,7 @@ func addTo[V comparable](m map[string]map[V]struct{}, k string, v V) bool {
 	return true
 }
 
-func removeFrom[V comparable](m map[string]map[V]struct{}, k string, v V) {
+func removeFrom[K, V comparable](m map[K]map[V]struct{}, k K, v V) {
 	if s := m[k]; s != nil {
 		delete(s, v)
 		if len(s) == 0 {

@@ -142,8 +142,9 @@ type Joiner struct {
 	spoProcs    map[string]*pset                // SPO value -> processes carrying it
 	recs        map[string]*recSet              // audit ID -> its request(s)
 	spo         map[string][]string             // SPO value -> audit IDs annotated with it
-	recsPod     map[string]map[string]struct{}  // namespace/pod -> audit IDs
+	recsPod     map[slotKey]map[string]struct{} // namespace/pod and requestReceived's slot -> audit IDs
 	rootsPod    map[string]map[string]struct{}  // namespace/pod -> ID-less exec roots held
+	rootsSlot   map[slotKey]map[string]struct{} // the same by pod and start's slot
 	roots       map[string]map[string]*rootInfo // audit ID -> its verified roots, by processID
 	pairs       map[string]*pairing             // audit ID -> its pairing, made on demand
 	heldPod     map[string]int                  // pod and session key -> settled ID-less roots with it as only candidate
@@ -173,7 +174,7 @@ type Joiner struct {
 	procBytes int      // estimated heap of held processes, less what they share
 	denied    int      // held records whose every request was refused
 
-	peaks [9]int // high-water marks of the maps shrinkMaps tends
+	peaks [10]int // high-water marks of the maps shrinkMaps tends
 
 	work   []string
 	queued map[string]struct{}
@@ -199,8 +200,9 @@ func New(cfg Config, log zerolog.Logger) (*Joiner, error) {
 		spoProcs:   map[string]*pset{},
 		recs:       map[string]*recSet{},
 		spo:        map[string][]string{},
-		recsPod:    map[string]map[string]struct{}{},
+		recsPod:    map[slotKey]map[string]struct{}{},
 		rootsPod:   map[string]map[string]struct{}{},
+		rootsSlot:  map[slotKey]map[string]struct{}{},
 		roots:      map[string]map[string]*rootInfo{},
 		pairs:      map[string]*pairing{},
 		heldPod:    map[string]int{},

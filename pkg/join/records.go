@@ -1,6 +1,7 @@
 package join
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -15,11 +16,13 @@ type recSet struct {
 	recs    []*auditlog.ExecRecord // ordered by requestReceived, then request key
 	seq     uint64
 	touched time.Time
-	pods    []string // namespace/pod keys indexed in recsPod
-	spo     []string // SPO UIDs indexed in spo
-	members *pset    // processes attributed to it; made on the first
-	denied  bool     // every request refused: counted in MaxDeniedRecords
-	spares  int      // times passed over by eviction since its last stage
+	recheck time.Time // the expiry tick asks live() again from then on
+	pods    []string  // namespace/pod keys of its requests
+	slots   []slotKey // their recsPod keys: pod and requestReceived's window
+	spo     []string  // SPO UIDs indexed in spo
+	members *pset     // processes attributed to it; made on the first
+	denied  bool      // every request refused: counted in MaxDeniedRecords
+	spares  int       // times passed over by eviction since its last stage
 	// keyCache holds keys(); storeRecord clears it when recs change.
 	keyCache []string
 }
@@ -156,23 +159,29 @@ func staleStages(next, held []string) bool {
 // processes that looked at the old entries.
 func (j *Joiner) reindexRecord(rs *recSet) {
 	var pods, spo []string
+	var slots []slotKey
 	for _, r := range rs.recs {
 		if pk := podKey(r.Namespace, r.Pod); pk != "" {
 			pods = append(pods, pk)
+			if rr := r.RequestReceivedTimestamp; !rr.IsZero() {
+				slots = append(slots, slotKey{pk, slotOf(rr, j.cfg.HeuristicWindow)})
+			}
 		}
 		spo = append(spo, spoValues(r.Annotations)...)
 		spo = append(spo, bridgeValues(r.Annotations)...)
 	}
 	slices.Sort(pods)
 	pods = slices.Compact(pods)
+	slices.SortFunc(slots, func(a, b slotKey) int { return cmp.Or(strings.Compare(a.pod, b.pod), cmp.Compare(a.n, b.n)) })
+	slots = slices.Compact(slots)
 	slices.Sort(spo)
 	spo = slices.Compact(spo)
-	if !slices.Equal(pods, rs.pods) || !slices.Equal(spo, rs.spo) {
+	if !slices.Equal(pods, rs.pods) || !slices.Equal(spo, rs.spo) || !slices.Equal(slots, rs.slots) {
 		j.enqueueRecord(rs.id) // what the old entries reached
 		j.unindexRecord(rs)
-		rs.pods, rs.spo = pods, spo
-		for _, pk := range pods {
-			addTo(j.recsPod, pk, rs.id)
+		rs.pods, rs.spo, rs.slots = pods, spo, slots
+		for _, k := range slots {
+			addTo(j.recsPod, k, rs.id)
 		}
 		for _, v := range spo {
 			ids := j.spo[v]
@@ -185,9 +194,27 @@ func (j *Joiner) reindexRecord(rs *recSet) {
 	}
 }
 
+// slotOf is t's window of width w: the records an ID-less root started at
+// t can score (score: requestReceived within w of t) are in its slot and
+// the two beside it, not among the pod's hour of records held for late
+// ones.
+func slotOf(t time.Time, w time.Duration) int64 {
+	n, d := t.UnixNano(), max(int64(w), 1)
+	if n < 0 {
+		return (n - d + 1) / d
+	}
+	return n / d
+}
+
+// slotKey is a pod and a slot of time (slotOf).
+type slotKey struct {
+	pod string
+	n   int64
+}
+
 func (j *Joiner) unindexRecord(rs *recSet) {
-	for _, pk := range rs.pods {
-		removeFrom(j.recsPod, pk, rs.id)
+	for _, k := range rs.slots {
+		removeFrom(j.recsPod, k, rs.id)
 	}
 	for _, v := range rs.spo {
 		ids := slices.DeleteFunc(j.spo[v], func(s string) bool { return s == rs.id })
@@ -359,8 +386,6 @@ func (j *Joiner) enqueueRecord(id string) {
 		}
 	}
 	for _, pk := range rs.pods {
-		for pid := range j.rootsPod[pk] {
-			j.enqueue(pid)
-		}
+		j.enqueueRootsNear(pk, rs, "")
 	}
 }

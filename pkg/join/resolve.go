@@ -333,7 +333,9 @@ func (j *Joiner) fallback(p *proc, r *result) {
 	}
 }
 
-// setRoot files p in the exec-root index under pk ("": under none).
+// setRoot files p in the exec-root index under pk ("": under none), and
+// under its start's slot (rootsNear). A process's start is the kernel's
+// start time of its task: it does not change while it is filed.
 func (j *Joiner) setRoot(p *proc, pk string) {
 	cur := ""
 	if p.rootPod {
@@ -342,11 +344,18 @@ func (j *Joiner) setRoot(p *proc, pk string) {
 	if pk == cur {
 		return
 	}
+	t := p.startTime()
 	if cur != "" {
 		removeFrom(j.rootsPod, cur, p.in.ProcessID)
+		if !t.IsZero() {
+			removeFrom(j.rootsSlot, slotKey{cur, slotOf(t, j.cfg.HeuristicWindow)}, p.in.ProcessID)
+		}
 	}
 	if pk != "" {
 		addTo(j.rootsPod, pk, p.in.ProcessID)
+		if !t.IsZero() {
+			addTo(j.rootsSlot, slotKey{pk, slotOf(t, j.cfg.HeuristicWindow)}, p.in.ProcessID)
+		}
 	}
 	p.rootPod = pk != ""
 }
