@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 
 	"github.com/execid/correlator/pkg/auditlog"
@@ -70,10 +71,18 @@ func checkTLS(cert, key string) error {
 	return nil
 }
 
-// storeName is --store as errors name it, with the cluster's URLs.
+// storeName is --store as errors name it, with the cluster's URLs, their
+// passwords redacted: the error goes to the log.
 func storeName(cfg *Config) string {
-	if cfg.Store == "elasticsearch" {
-		return "elasticsearch (" + strings.Join(cfg.ES.URLs, ", ") + ")"
+	if cfg.Store != "elasticsearch" {
+		return cfg.Store
 	}
-	return cfg.Store
+	urls := make([]string, len(cfg.ES.URLs))
+	for i, s := range cfg.ES.URLs {
+		urls[i] = "(an unparsable URL)"
+		if u, err := url.Parse(s); err == nil {
+			urls[i] = u.Redacted()
+		}
+	}
+	return "elasticsearch (" + strings.Join(urls, ", ") + ")"
 }

@@ -69,3 +69,17 @@ func TestNewReleasesOnFailure(t *testing.T) {
 		l.Close()
 	}
 }
+
+// TestStoreNameRedacts: a start-up error names the Elasticsearch store by
+// its URLs, which go to the log; a password in one must not.
+func TestStoreNameRedacts(t *testing.T) {
+	cfg := &Config{Store: "elasticsearch"}
+	cfg.ES.URLs = []string{"https://elastic:s3cret@es-0:9200", "http://es-1:9200", "://bad"}
+	got := storeName(cfg)
+	if strings.Contains(got, "s3cret") || !strings.Contains(got, "elastic:xxxxx@es-0:9200") || !strings.Contains(got, "http://es-1:9200") {
+		t.Errorf("storeName = %q", got)
+	}
+	if got := storeName(&Config{Store: "sqlite:/var/lib/c.db"}); got != "sqlite:/var/lib/c.db" {
+		t.Errorf("storeName = %q", got)
+	}
+}
