@@ -98,7 +98,7 @@ func procBytes(p *proc) int {
 	n := procFixedBytes + len(in.ProcessID) + len(in.ParentProcessID)
 	n += in.ownBytes() // an image too long to share (j.images)
 	if p.exit != nil {
-		n += 32 + 32 // exitInfo, and its exitq entry
+		n += 32 + 2*32 // exitInfo, and its exitq and doneq entries
 	}
 	if p.rare != nil {
 		n += procRareBytes + listBytes(p.rare.first) + len(p.rare.held)

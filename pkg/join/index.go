@@ -149,10 +149,14 @@ func (j *Joiner) Expire(now time.Time) []Update {
 	}
 	j.advance(now)
 	j.settle()
+	gone = append(gone, j.doneAnswered(now)...)
 	// Emit the expirations before forgetting exited processes: a session
 	// that ran and exited within one TTL must still be flagged.
 	out := j.flush()
 	for _, p := range gone {
+		if j.procs.get(p.in.ProcessID) != p {
+			continue // both its TTL and its linger came due
+		}
 		if !j.keepLate(p) {
 			j.removeProc(p)
 		}
@@ -295,6 +299,7 @@ func (j *Joiner) compactQueues() {
 	heldProc := func(e qent) bool { p := j.procs.get(e.id); return p != nil && p.seq == e.seq }
 	j.procq.compact(j.procs.len(), heldProc)
 	j.exitq.compact(j.procs.len(), heldProc)
+	j.doneq.compact(j.procs.len(), heldProc)
 	heldRec := func(e qent) bool { rs := j.recs[e.id]; return rs != nil && rs.seq == e.seq }
 	j.recq.compact(len(j.recs), heldRec)
 	j.deniedq.compact(j.denied, func(e qent) bool { return heldRec(e) && j.recs[e.id].denied })

@@ -153,6 +153,7 @@ type Joiner struct {
 
 	procq       procQueue // held processes, oldest first: evictHead and pendHead
 	exitq, recq queue
+	doneq       queue     // exits, for answered processes to leave at AnsweredLinger (late.go)
 	rootq       queue     // IDs in j.roots, oldest first
 	windowq     deadlines // ID-less roots waiting for their window to close
 	lateq       deadlines // exited processes kept for a late record, by when they go
@@ -235,7 +236,7 @@ func (j *Joiner) AddProcess(now time.Time, in Process) []Update {
 		if e, ok := j.orphans[in.ProcessID]; ok {
 			delete(j.orphans, in.ProcessID)
 			p.setExit(e)
-			j.exitq.push(e.ProcessID, p.seq, e.Time)
+			j.pushExit(p, e)
 		}
 	} else {
 		j.unindex(p)
@@ -271,7 +272,7 @@ func (j *Joiner) AddExit(now time.Time, e Exit) []Update {
 	}
 	if p.setExit(e) {
 		j.sizeProc(p)
-		j.exitq.push(e.ProcessID, p.seq, e.Time)
+		j.pushExit(p, e)
 		if _, dirty := j.dirtyProcs[e.ProcessID]; !dirty {
 			j.dirtyProcs[e.ProcessID] = false // the exit alone, so far
 		}

@@ -50,6 +50,40 @@ func (j *Joiner) answered(p *proc) bool {
 	return p.res.auditID != "" && j.recs[p.res.auditID] != nil
 }
 
+// AnsweredLinger is how long after its exit a process its own record
+// answered stays in memory (at most the pending TTL): long enough for a
+// child exec'd as the parent exits to read it from the same drain, and no
+// longer, since no record can answer it again. Holding every such process
+// for the whole TTL was most of a busy node's heap (make soak: 90,000
+// processes at 300 execs/s). Its request's pairing outlives it (j.roots).
+const AnsweredLinger = 30 * time.Second
+
+// pushExit queues p's exit for the TTL and for AnsweredLinger.
+func (j *Joiner) pushExit(p *proc, e Exit) {
+	j.exitq.push(e.ProcessID, p.seq, e.Time)
+	if j.cfg.PendingTTL > AnsweredLinger {
+		j.doneq.push(e.ProcessID, p.seq, e.Time)
+	}
+}
+
+// doneAnswered returns the exited processes past AnsweredLinger that
+// their own record answered, to leave memory with the TTL's.
+func (j *Joiner) doneAnswered(now time.Time) []*proc {
+	var gone []*proc
+	due := qtime(now.Add(-AnsweredLinger))
+	for e, ok := j.doneq.peek(); ok && e.t <= due; e, ok = j.doneq.peek() {
+		j.doneq.pop()
+		p := j.procs.get(e.id)
+		if p == nil || p.seq != e.seq || p.exit == nil || !j.answered(p) {
+			continue
+		}
+		if _, pending := j.pending[e.id]; !pending {
+			gone = append(gone, p)
+		}
+	}
+	return gone
+}
+
 // sessionProc reports whether p belongs to an exec session whose answer a
 // record could still give or change: it carries an ID (the audit ID key,
 // the bridge's, SPO's), is an ID-less exec root, or descends from one in

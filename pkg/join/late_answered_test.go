@@ -10,7 +10,7 @@ import (
 )
 
 // TestJoinAnsweredLeaveAtTTL: a process its record answered leaves memory
-// at the TTL, late window or not (nothing later can answer it again), while
+// AnsweredLinger after its exit, late window or not (nothing later can answer it again), while
 // one still waiting for its record is held for the window (the control).
 // A second request under the answered ID, later than that, still flags the
 // session's conflict: the responder sees it where the user is named.
@@ -25,6 +25,16 @@ func TestJoinAnsweredLeaveAtTTL(t *testing.T) {
 	}
 	if got := snap.procs["a-child"]; !got.Attribution.Counted() || got.AuditID != idA {
 		t.Fatalf("a-child before the TTL: %s %q, want attributed to alice's session", got.Attribution, got.AuditID)
+	}
+	// Held for AnsweredLinger after their exit (a child exec'd as they
+	// exit still reads them), then gone, the TTL still minutes off.
+	snap.apply(j.Expire(t0.Add(3*time.Second + AnsweredLinger - time.Second)))
+	if st := j.Stats(); st.Processes != 3 {
+		t.Fatalf("before the linger: %d processes held, want all 3", st.Processes)
+	}
+	snap.apply(j.Expire(t0.Add(3*time.Second + AnsweredLinger)))
+	if st := j.Stats(); st.Processes != 1 || j.procs.get("b-root") == nil {
+		t.Fatalf("after the linger: %d processes held; want only b-root (no record yet)", st.Processes)
 	}
 	snap.apply(j.Expire(t0.Add(3*time.Second + DefaultPendingTTL + time.Second)))
 	st := j.Stats()

@@ -34,9 +34,12 @@ type timed struct {
 // and exit at its own time, each audit event at its request's time plus a
 // delay drawn per audit ID, none or late (3 to 40 minutes, past the TTL),
 // and up to 20 s more drawn per stage, so a request's stages come in any
-// order. Requests under one ID (a conflict, a replay) share the delay: a
-// process answered by its record leaves at the TTL (Joiner.answered), so a
-// second request under its ID later than that flags only what is held. It returns the timeline and how many requests came late.
+// order. Requests under one ID (a conflict, a replay) share the delay and
+// are counted from the first one's requestReceived: a process answered by
+// its record leaves AnsweredLinger after its exit, so a second request
+// under its ID later than that flags only what is held (the session, and
+// TestJoinAnsweredLeaveAtTTL). It returns the timeline and how many
+// requests came late.
 func lateTimeline(rng *rand.Rand, sc *scenario, lateShare float64) ([]timed, int) {
 	var tl []timed
 	add := func(at time.Time, do func(j *Joiner, m *auditlog.Merger) []Update) {
@@ -50,6 +53,12 @@ func lateTimeline(rng *rand.Rand, sc *scenario, lateShare float64) ([]timed, int
 	}
 	late := 0
 	delays := map[string]time.Duration{} // audit ID -> its delivery delay
+	first := map[string]time.Time{}      // audit ID -> its first request's requestReceived
+	for _, ev := range sc.events {
+		if f, ok := first[string(ev.AuditID)]; !ok || ev.RequestReceivedTimestamp.Before(f) {
+			first[string(ev.AuditID)] = ev.RequestReceivedTimestamp.Time
+		}
+	}
 	for _, ev := range sc.events {
 		base, ok := delays[string(ev.AuditID)]
 		if !ok {
@@ -61,7 +70,7 @@ func lateTimeline(rng *rand.Rand, sc *scenario, lateShare float64) ([]timed, int
 		}
 		// A request's stages travel together, in any order among them.
 		d := base + time.Duration(rng.Intn(20_000))*time.Millisecond
-		add(ev.RequestReceivedTimestamp.Add(d), func(j *Joiner, m *auditlog.Merger) []Update {
+		add(first[string(ev.AuditID)].Add(d), func(j *Joiner, m *auditlog.Merger) []Update {
 			var out []Update
 			for _, r := range m.Add(ev).Updated {
 				out = append(out, j.AddRecord(j.now, r)...)

@@ -81,3 +81,14 @@ func (c *Config) Validate() error {
 func RetentionInterval(window time.Duration) time.Duration {
 	return min(max(window/12, 5*time.Second), time.Hour)
 }
+
+// LateWindow is the late window the joiner holds processes for: at most
+// the retention, since a late record could change only rows the store
+// still keeps (one it had deleted would come back until the next pass).
+// A soak's ten minutes of retention thus holds ten minutes, not an hour.
+func LateWindow(late, retention time.Duration) time.Duration {
+	if retention > 0 && late > retention {
+		return retention
+	}
+	return late
+}

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func TestRunQueryPlans(t *testing.T) {
 		{store.ProcessFilter{AuditID: "a"}, false, false, "process_runs_audit"},
 		{store.ProcessFilter{Attribution: vocab.AttributionInherited}, false, false, "process_runs_attribution"},
 		{store.ProcessFilter{Unattributed: true, Since: base}, false, true, "process_runs_attribution (attribution=? AND last_start>? AND last_start<?)"},
-		{store.ProcessFilter{Command: "curl"}, false, false, "process_runs_start (last_start>? AND last_start<?)"},
+		{store.ProcessFilter{Command: "curl"}, false, false, "process_runs_start (last_start>? AND last_start<?)"}, // no ids: none named
 		// A broad user's runs are walked in page order, each looked up.
 		{store.ProcessFilter{User: "alice"}, true, false, "process_runs_start"},
 	} {
@@ -40,6 +41,27 @@ func TestRunQueryPlans(t *testing.T) {
 		plan := queryPlan(t, s, q, rs.where.args)
 		t.Logf("runs %+v: %s", tc.f, plan)
 		checkPlan(t, plan, tc.index)
+	}
+	// A command's runs: a rare one's by id, sorted; a common one's in page
+	// order, each probed for the command before its body is read.
+	for _, few := range []bool{true, false} {
+		m := commandMatch{first: 1, last: 2, ids: []any{int64(5), int64(7)}, set: map[int64]bool{5: true, 7: true}, fewRuns: few}
+		rs := processRunSearch(store.ProcessFilter{Command: "curl", Pod: "p"}, false, m, cur, false)
+		plan := queryPlan(t, s, rs.query(), slices.Concat(rs.fromArgs, rs.where.args))
+		t.Logf("runs of a command (few %v): %s", few, plan)
+		want := []string{"SEARCH r USING INTEGER PRIMARY KEY (rowid=?)", "SEARCH c USING PRIMARY KEY (command_id=?)"}
+		if !few {
+			want = []string{"SEARCH r USING INDEX process_runs_pod (pod=? AND last_start>? AND last_start<?)",
+				"SEARCH c EXISTS USING COVERING INDEX process_run_commands_run (run=? AND command_id=?)"}
+		}
+		for _, w := range want {
+			if !strings.Contains(plan, w) {
+				t.Errorf("plan %q: want %q", plan, w)
+			}
+		}
+		if !few && strings.Contains(plan, "TEMP B-TREE") {
+			t.Errorf("plan %q: a common command's runs must be walked in page order, not sorted", plan)
+		}
 	}
 	// A narrow user's runs are probed by their sessions' IDs and sorted:
 	// ids and times alone.

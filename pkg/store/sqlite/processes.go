@@ -51,6 +51,9 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 	if err != nil {
 		return nil, "", err
 	}
+	if cmds.fewRuns, err = fewCommandRuns(ctx, tx, cmds, s.cfg.CommandRuns); err != nil {
+		return nil, "", err
+	}
 	runs, err := runProcesses(ctx, tx, processRunSearch(f, broad, cmds, cur, hasCur), limit+1)
 	if err != nil {
 		return nil, "", err
@@ -158,6 +161,8 @@ type commandMatch struct {
 	all         bool
 	first, last int64
 	set         map[int64]bool // every id, for the runs' processes
+	// fewRuns: fewer than Config.CommandRuns runs ran them.
+	fewRuns bool
 }
 
 // commandFilter matches sub (matchCommands); none reports that a listing

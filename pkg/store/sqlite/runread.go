@@ -42,12 +42,16 @@ type runHit struct {
 
 // runSearch is what a listing asks of the runs' processes.
 type runSearch struct {
-	where   where
-	cur     cursor
-	hasCur  bool
-	since   int64 // 0: none
-	until   int64 // 0: none
-	command map[int64]bool
+	// from, when set, names the runs to read before process_runs r is
+	// joined (CROSS JOIN keeps that order), with its arguments.
+	from     string
+	fromArgs []any
+	where    where
+	cur      cursor
+	hasCur   bool
+	since    int64 // 0: none
+	until    int64 // 0: none
+	command  map[int64]bool
 }
 
 // runProcesses returns the need newest processes of runs matching rs,
@@ -58,8 +62,7 @@ type runSearch struct {
 // through a side table sorts its matches), and a run's body is read only
 // when its turn comes.
 func runProcesses(ctx context.Context, tx *sql.Tx, rs *runSearch, need int) ([]listed, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT r.id, r.last_start FROM process_runs r`+rs.where.String()+
-		` ORDER BY r.last_start DESC, r.id DESC`, rs.where.args...)
+	rows, err := tx.QueryContext(ctx, rs.query(), slices.Concat(rs.fromArgs, rs.where.args)...)
 	if err != nil {
 		return nil, fmt.Errorf("querying process runs: %w", err)
 	}
@@ -113,6 +116,15 @@ func runProcesses(ctx context.Context, tx *sql.Tx, rs *runSearch, need int) ([]l
 		return nil, fmt.Errorf("reading process runs: %w", err)
 	}
 	return decodeHits(best)
+}
+
+// query selects the runs' ids and last starts, newest first.
+func (rs *runSearch) query() string {
+	from := "process_runs r"
+	if rs.from != "" {
+		from = rs.from + " CROSS JOIN process_runs r ON r.id = m.run"
+	}
+	return `SELECT r.id, r.last_start FROM ` + from + rs.where.String() + ` ORDER BY r.last_start DESC, r.id DESC`
 }
 
 // wants reports whether a run's process at pos, running command, passes
@@ -172,6 +184,20 @@ func processRunSearch(f store.ProcessFilter, broad bool, cmds commandMatch, cur 
 	if f.Command != "" {
 		w.add("r.last_start >= ? AND r.last_start < ? AND r.first_start <= ?", cmds.first, satAdd(cmds.last, runSpan), cmds.last)
 		rs.command = cmds.set
+		in := strings.TrimSuffix(strings.Repeat("?,", len(cmds.ids)), ",")
+		switch {
+		case cmds.all, len(cmds.ids) == 0:
+			// Too many commands to name: each run's lines are read.
+		case cmds.fewRuns:
+			// The runs that ran them, by id, sorted: a rare command's
+			// search reads its runs, not the pod's.
+			rs.from = "(SELECT DISTINCT c.run FROM process_run_commands c WHERE c.command_id IN (" + in + ")) m"
+			rs.fromArgs = cmds.ids
+		default:
+			// Many runs ran them: walk in page order as before, but read
+			// only the bodies of runs that list one.
+			w.add("EXISTS (SELECT 1 FROM process_run_commands c WHERE c.run = r.id AND c.command_id IN ("+in+"))", cmds.ids...)
+		}
 	}
 	if rs.since != 0 {
 		w.add("r.last_start >= ?", rs.since)
@@ -183,6 +209,30 @@ func processRunSearch(f store.ProcessFilter, broad bool, cmds commandMatch, cur 
 		w.add("r.last_start < ? AND r.first_start <= ?", satAdd(cur.t, runSpan), cur.t)
 	}
 	return rs
+}
+
+// fewCommandRuns reports whether fewer than limit runs list one of m's
+// commands (Config.CommandRuns).
+func fewCommandRuns(ctx context.Context, q queryer, m commandMatch, limit int) (bool, error) {
+	if len(m.ids) == 0 || m.all {
+		return false, nil
+	}
+	rows, err := q.QueryContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM process_run_commands WHERE command_id IN (`+
+		strings.TrimSuffix(strings.Repeat("?,", len(m.ids)), ",")+`) LIMIT ?)`, append(slices.Clone(m.ids), limit)...)
+	if err != nil {
+		return false, fmt.Errorf("counting the runs of %d commands: %w", len(m.ids), err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		if err := rows.Scan(&n); err != nil {
+			return false, fmt.Errorf("counting the runs of %d commands: %w", len(m.ids), err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("counting the runs of %d commands: %w", len(m.ids), err)
+	}
+	return n < limit, nil
 }
 
 // sessionRunProcesses returns the processes of the runs whose col

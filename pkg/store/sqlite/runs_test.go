@@ -207,7 +207,10 @@ func (w *runWorld) compare(stage string) {
 		{Attribution: vocab.AttributionAmbiguous}, {Attribution: vocab.AttributionAuditID, Limit: 2}, {Command: "step 3", Limit: 2}, {Command: "-c"},
 		{Since: base.Add(10 * time.Second), Until: base.Add(25 * time.Second), Limit: 3}, {Pod: "web-2", User: "carol", Command: "step"},
 		{Unattributed: true, Limit: 3}, {Unattributed: true, Since: base.Add(10 * time.Second), Pod: "web-1", Limit: 2}}
-	for _, f := range filters {
+	for i, f := range filters {
+		// A command search looks its runs up by id, or walks them
+		// skipping those that list none of its commands: both read alike.
+		w.runs.cfg.CommandRuns = []int{1 << 20, 1}[i%2]
 		got, want := everyProcess(t, w.runs, f), everyProcess(t, w.ref, f)
 		if g, wn := canonical(t, got, true), canonical(t, want, true); !slices.Equal(g, wn) {
 			t.Fatalf("%s: ListProcesses(%+v): runs read %d processes, rows %d:\n%s\nwant\n%s", stage, f, len(g), len(wn),
@@ -272,11 +275,36 @@ func TestRunsReadAsRows(t *testing.T) {
 				t.Fatalf("DeleteOlderThan: %+v, %v; reference %+v, %v", d1, err1, d2, err2)
 			}
 			w.compare("after retention")
+			checkRunCommands(t, w.runs)
 			for i := range 4 {
 				w.batch(1000+i*40, 1+w.rng.IntN(40))
 			}
 			w.compare("written again")
+			checkRunCommands(t, w.runs)
 		})
+	}
+}
+
+// checkRunCommands: every command a run's lines name is listed for it,
+// and nothing is listed for a run that is gone (the trigger).
+func checkRunCommands(t *testing.T, s *Store) {
+	t.Helper()
+	var listed, missing, stale int
+	for _, q := range []struct {
+		n *int
+		q string
+	}{
+		{&listed, `SELECT count(*) FROM process_run_commands`},
+		{&missing, `SELECT count(*) FROM process_runs r, json_each(r.body) j WHERE j.value ->> '$.commandID' != 0 AND
+			NOT EXISTS (SELECT 1 FROM process_run_commands c WHERE c.run = r.id AND c.command_id = j.value ->> '$.commandID')`},
+		{&stale, `SELECT count(*) FROM process_run_commands c WHERE NOT EXISTS (SELECT 1 FROM process_runs r WHERE r.id = c.run)`},
+	} {
+		if err := s.r.QueryRow(q.q).Scan(q.n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if listed == 0 || missing != 0 || stale != 0 {
+		t.Fatalf("run commands: %d listed, %d of the runs' lines' missing, %d of deleted runs'", listed, missing, stale)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 
 	"github.com/execid/correlator/pkg/join"
 )
@@ -15,6 +16,9 @@ const (
 	// a statement whatever the run's size.
 	insertRunKeysSQL = `INSERT OR REPLACE INTO process_run_keys (process_id, run)
 	SELECT value, ? FROM json_each(?)`
+	// insertRunCommandsSQL lists a run's distinct commands, one JSON array.
+	insertRunCommandsSQL = `INSERT OR IGNORE INTO process_run_commands (command_id, run)
+	SELECT value, ? FROM json_each(?) WHERE value != 0`
 	// storedKeysSQL finds which of a JSON array of IDs are stored, and
 	// where: a run's id, or 0 for a processes row.
 	storedKeysSQL = `SELECT k.process_id, k.run FROM json_each(?1) j CROSS JOIN process_run_keys k
@@ -24,7 +28,7 @@ const (
 
 // runQueries are the statements writing runs takes, prepared with the
 // batch's others (batchQueries).
-var runQueries = []string{insertRunSQL, insertRunKeysSQL, storedKeysSQL}
+var runQueries = []string{insertRunSQL, insertRunKeysSQL, insertRunCommandsSQL, storedKeysSQL}
 
 // jsonIDs is a JSON array of n IDs, id(i) the i-th.
 func jsonIDs(n int, id func(i int) string) string {
@@ -218,7 +222,31 @@ func insertRun(ctx context.Context, ts *txStmts, cmds *txCommands, k runKey, ps 
 	if _, err := keys.ExecContext(ctx, run, jsonIDs(len(ps), func(i int) string { return ps[i].ProcessID })); err != nil {
 		return fmt.Errorf("mapping processes to run %d: %w", run, err)
 	}
+	cmdsIns, err := ts.get(insertRunCommandsSQL)
+	if err != nil {
+		return fmt.Errorf("preparing run command insert: %w", err)
+	}
+	if _, err := cmdsIns.ExecContext(ctx, run, commandList(ids)); err != nil {
+		return fmt.Errorf("listing the commands of run %d: %w", run, err)
+	}
 	return nil
+}
+
+// commandList is a JSON array of ids' distinct values.
+func commandList(ids []int64) string {
+	seen := make(map[int64]bool, 4)
+	b := []byte{'['}
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return string(append(b, ']'))
 }
 
 // lastOfEach is procs with each ID's last row alone, in order: a batch

@@ -13,7 +13,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Bump it with a migration
 // step in migrate when the schema changes.
-const schemaVersion = 10
+const schemaVersion = 11
 
 // schemaV1 is the current schema, which a new file is created with (its
 // name is historical). Times are INTEGER nanoseconds since the Unix epoch,
@@ -85,7 +85,7 @@ var schemaV1 = slices.Concat([]string{
 		PRIMARY KEY (grp, request_received, session_id)
 	) WITHOUT ROWID`,
 	`CREATE INDEX session_groups_session ON session_groups (session_id)`,
-}, processesTable, runTables, []string{
+}, processesTable, runTables, runCommandTables, []string{
 	commandsTable,
 
 	auditRecordsTable("audit_records"),
@@ -284,6 +284,12 @@ var migrations = map[int]migration{
 		`ALTER TABLE alerts ADD COLUMN resolution TEXT NOT NULL DEFAULT ''`,
 		alertsProcessIndex,
 	),
+	// Version 11 lists each run's commands (runCommandTables), read from
+	// the lines of the runs stored before.
+	10: statements(append(slices.Clone(runCommandTables),
+		`INSERT OR IGNORE INTO process_run_commands (command_id, run)
+			SELECT DISTINCT j.value ->> '$.commandID', r.id FROM process_runs r, json_each(r.body) j
+			WHERE j.value ->> '$.commandID' != 0`)...),
 }
 
 func statements(stmts ...string) migration {

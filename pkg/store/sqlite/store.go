@@ -46,6 +46,10 @@ type Config struct {
 	// DeleteChunk is how many rows one retention transaction deletes, so
 	// that retention never holds the write lock for long.
 	DeleteChunk int
+	// CommandRuns is how many runs a command search looks up by id and
+	// sorts (a rare command's); past it the runs are walked in page order,
+	// reading only those that list a matching command.
+	CommandRuns int
 }
 
 // DefaultConfig returns the defaults.
@@ -58,6 +62,7 @@ func DefaultConfig() Config {
 		MaxLimit:            1000,
 		SessionProcessLimit: 10000,
 		DeleteChunk:         5000,
+		CommandRuns:         2048,
 	}
 }
 
@@ -70,6 +75,7 @@ func (c Config) withDefaults() Config {
 	c.MaxLimit = cmp.Or(c.MaxLimit, d.MaxLimit)
 	c.SessionProcessLimit = cmp.Or(c.SessionProcessLimit, d.SessionProcessLimit)
 	c.DeleteChunk = cmp.Or(c.DeleteChunk, d.DeleteChunk)
+	c.CommandRuns = cmp.Or(c.CommandRuns, d.CommandRuns)
 	return c
 }
 
@@ -83,7 +89,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("read connections %d: need at least 1", c.ReadConns))
 	}
 	if c.CacheKiB < 0 || c.DefaultLimit < 1 || c.MaxLimit < c.DefaultLimit ||
-		c.SessionProcessLimit < 1 || c.DeleteChunk < 1 {
+		c.SessionProcessLimit < 1 || c.DeleteChunk < 1 || c.CommandRuns < 1 {
 		errs = append(errs, fmt.Errorf("sizes must be positive, with max limit %d >= default limit %d",
 			c.MaxLimit, c.DefaultLimit))
 	}
