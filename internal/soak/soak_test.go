@@ -32,7 +32,8 @@ func TestSoak(t *testing.T) {
 		Rate:      float64(envInt(t, "SOAK_RATE", 300)),
 		Slots:     envInt(t, "SOAK_SESSIONS", 8),
 		Retention: envDuration(t, "SOAK_RETENTION", map[bool]time.Duration{false: 2 * time.Minute, true: 10 * time.Minute}[long]),
-		StoreMiB:  envInt(t, "SOAK_STORE_MB", 256),
+		// Ten minutes of retention at 300 execs/s hold about 130 MiB.
+		StoreMiB:  envInt(t, "SOAK_STORE_MB", map[bool]int{false: 256, true: 512}[long]),
 		Dir:       t.TempDir(),
 		AgentArgs: strings.Fields(os.Getenv("SOAK_AGENT_ARGS")),
 		Log:       t.Logf,
@@ -65,6 +66,7 @@ func TestSoak(t *testing.T) {
 		res.Sessions, res.IDless, res.ExecErrors, res.PostRetries, res.Agents, res.RetentionPasses, res.Unattributed)
 	tg := DefaultTargets()
 	tg.MaxStoreMiB = float64(cfg.StoreMiB) / 2
+	tg.MaxStoreSlopeMiBPerHour = 8
 	tg.MaxWALMiB = 64
 	text := figs.String() + "\n" + tg.Report(figs, long) + "\n" + extra + "\n" +
 		fmt.Sprintf("query p99 by kind (ms): %v\nfirst exec error: %s\n", res.QueryP99ByKind, res.ExecErr)

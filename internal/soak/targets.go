@@ -15,7 +15,10 @@ type Targets struct {
 	MaxLost                  int64
 	MaxRingDrops             int64
 	MaxStoreMiB              float64 // 0: no target; set from the retention
-	MaxWALMiB                float64 // 0: no target
+	// MaxStoreSlopeMiBPerHour is the store's growth over the run's second
+	// half, when retention has long been deleting: bounded means flat.
+	MaxStoreSlopeMiBPerHour float64 // 0: no target
+	MaxWALMiB               float64 // 0: no target
 }
 
 // DefaultTargets are the agent's published budgets; the store and WAL
@@ -55,6 +58,7 @@ func (t Targets) judgments(f Figures, long bool) []judgment {
 		{"requests lost", float64(f.Lost), float64(t.MaxLost), "", true, true},
 		{"ring buffer drops", float64(f.RingDrops), float64(t.MaxRingDrops), "", true, true},
 		{"max store", f.MaxStoreMiB, t.MaxStoreMiB, "MiB", t.MaxStoreMiB > 0, true},
+		{"store slope", f.StoreSlopeMiBPerHour, t.MaxStoreSlopeMiBPerHour, "MiB/h", t.MaxStoreSlopeMiBPerHour > 0, long},
 		{"max WAL", f.MaxWALMiB, t.MaxWALMiB, "MiB", t.MaxWALMiB > 0, true},
 	}
 }

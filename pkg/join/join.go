@@ -45,7 +45,8 @@ var ErrInvalidConfig = errors.New("invalid join config")
 type Config struct {
 	// PendingTTL is how long a process waits for its audit record before it
 	// is flagged no_audit_record, and how long exited processes and idle
-	// records are kept for late arrivals.
+	// records are kept for late arrivals (one its own record answered
+	// leaves AnsweredLinger after its exit).
 	PendingTTL time.Duration `json:"pendingTTL" yaml:"pendingTTL"`
 	// HeuristicWindow is how far from requestReceived, either way, an
 	// ID-less exec root may start and still be matched to the request.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,5 +166,53 @@ func TestDeleteProcessesWalksPastRunning(t *testing.T) {
 	slices.Sort(kept)
 	if !slices.Equal(ids, kept) || d.Processes != int64(31-len(kept)) {
 		t.Fatalf("kept %v (deleted %d), want %v (deleted %d)", ids, d.Processes, kept, 31-len(kept))
+	}
+}
+
+// TestRunRetentionBoundsBodies: retention reads at most about
+// maxRetentionChunkBytes of run bodies a transaction, whatever
+// DeleteChunk says, and still deletes every process that exited before
+// the cut, in as many transactions as it takes, and only those. 24 runs
+// of 600 processes, each line about 400 bytes, are 5.8 MB: more than one
+// transaction's worth (the positive control checks the size).
+func TestRunRetentionBoundsBodies(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	long := "/opt/" + strings.Repeat("x", 300)
+	var batch []join.Process
+	for r := range 24 {
+		for i := range 600 {
+			p := process(fmt.Sprintf("%d-%d", r, i), "s", r*10)
+			p.Filename, p.Exit, p.ExitCode = long, p.Start.Add(time.Second), ptr(0)
+			if r >= 20 {
+				p.Exit = base.Add(time.Hour) // exits after the cut: kept
+			}
+			batch = append(batch, p)
+		}
+		if err := s.Write(ctx, store.Batch{Processes: batch}); err != nil {
+			t.Fatal(err)
+		}
+		batch = batch[:0]
+	}
+	var bodies int
+	if err := s.r.QueryRow(`SELECT sum(length(body)) FROM process_runs`).Scan(&bodies); err != nil {
+		t.Fatal(err)
+	}
+	if bodies < maxRetentionChunkBytes+maxRetentionChunkBytes/4 {
+		t.Fatalf("the runs' bodies are %d bytes: too few for more than one transaction", bodies)
+	}
+	// The first transaction stops at the bound, with more to do.
+	cut := nanos(base.Add(30 * time.Minute))
+	first, _, more, err := s.deleteRunChunk(ctx, cut, cursor{t: math.MinInt64, id: math.MinInt64})
+	if err != nil || !more || first == 0 || first > maxRetentionChunkBytes/300 {
+		t.Fatalf("first retention transaction: %d processes, more %v, %v; want a bounded share and more", first, more, err)
+	}
+	d, err := s.DeleteOlderThan(ctx, base.Add(30*time.Minute))
+	d.Processes += first
+	if err != nil || d.Processes != 20*600 {
+		t.Fatalf("DeleteOlderThan: %+v, %v; want the 12,000 processes that exited before the cut", d, err)
+	}
+	if left := everyProcess(t, s, store.ProcessFilter{}); len(left) != 4*600 {
+		t.Fatalf("%d processes left, want the 2,400 that exited after the cut", len(left))
 	}
 }

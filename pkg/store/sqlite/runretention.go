@@ -37,7 +37,8 @@ func (s *Store) deleteRunChunk(ctx context.Context, cut int64, after cursor) (de
 	}
 	var runs []run
 	last = after
-	for rows.Next() {
+	bytes, full := 0, false
+	for !full && rows.Next() {
 		var r run
 		if err := rows.Scan(&r.id, &last.t, &r.body); err != nil {
 			rows.Close()
@@ -45,6 +46,11 @@ func (s *Store) deleteRunChunk(ctx context.Context, cut int64, after cursor) (de
 		}
 		last.id = r.id
 		runs = append(runs, r)
+		// A chunk's bodies are held at once: bound them, or a backlog's
+		// 5,000 runs of a thousand lines would be a spike of the agent's
+		// memory (make soak judges its ceiling).
+		bytes += len(r.body)
+		full = bytes >= maxRetentionChunkBytes
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -63,5 +69,9 @@ func (s *Store) deleteRunChunk(ctx context.Context, cut int64, after cursor) (de
 	if err := tx.Commit(); err != nil {
 		return 0, after, false, fmt.Errorf("committing retention transaction: %w", err)
 	}
-	return deleted, last, len(runs) == s.cfg.DeleteChunk, nil
+	return deleted, last, full || len(runs) == s.cfg.DeleteChunk, nil
 }
+
+// maxRetentionChunkBytes bounds the run bodies one retention transaction
+// reads.
+const maxRetentionChunkBytes = 4 << 20
