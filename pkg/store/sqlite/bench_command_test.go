@@ -19,18 +19,51 @@ import (
 // "/bin/sleep 5" in the pod, 100 a page: 460 processes match, in 230 of
 // the store's runs. `go test -run '^$' -bench QuerySoakCommand ./pkg/store/sqlite`
 func BenchmarkQuerySoakCommand(b *testing.B) {
+	s := soakStore(b)
+	ctx := context.Background()
+	f := store.ProcessFilter{Command: "/bin/sleep 5", Pod: "runner-0", Limit: 100}
+	benchLatency(b, func(int) error {
+		page, _, err := s.ListProcesses(ctx, f)
+		if err == nil && len(page) != 100 {
+			err = fmt.Errorf("%d processes, want a page of 100", len(page))
+		}
+		return err
+	})
+}
+
+// BenchmarkQuerySoakSession is make soak's session tree (GetSession) on
+// BenchmarkQuerySoakCommand's store: a session of 51 or 52 processes, all
+// in runs.
+func BenchmarkQuerySoakSession(b *testing.B) {
+	s := soakStore(b)
+	ctx := context.Background()
+	benchLatency(b, func(i int) error {
+		d, err := s.GetSession(ctx, fmt.Sprintf("00000000-0000-4000-8000-%012d", 2999-i%100))
+		if err == nil && len(d.Processes) < 51 {
+			err = fmt.Errorf("%d processes, want 51 or more", len(d.Processes))
+		}
+		return err
+	})
+}
+
+// soakStore is the store the soak benchmarks read.
+func soakStore(b *testing.B) *Store {
 	s := openTest(b)
 	ctx := context.Background()
 	var batch []join.Process
+	var sessions []join.Session
 	flush := func() {
-		if err := s.Write(ctx, store.Batch{Processes: batch}); err != nil {
+		if err := s.Write(ctx, store.Batch{Sessions: sessions, Processes: batch}); err != nil {
 			b.Fatal(err)
 		}
-		batch = batch[:0]
+		batch, sessions = batch[:0], sessions[:0]
 	}
 	at := base
 	for i := range 3000 {
 		id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+		ss := session(id, fmt.Sprintf("soak-%d", i%16), 0)
+		ss.Namespace, ss.Pod, ss.RequestReceivedTimestamp = "ci", "runner-0", at
+		sessions = append(sessions, ss)
 		line := fmt.Sprintf("i=0; while [ $i -lt %d ]; do /bin/true; usleep %d; i=$((i+1)); done", 20+i%80, 1000+i)
 		if i%13 == 0 {
 			line += "; /bin/sleep 5"
@@ -55,15 +88,19 @@ func BenchmarkQuerySoakCommand(b *testing.B) {
 		}
 	}
 	flush()
-	f := store.ProcessFilter{Command: "/bin/sleep 5", Pod: "runner-0", Limit: 100}
+	return s
+}
+
+// benchLatency times q b.N times and reports its p50 and p99.
+func benchLatency(b *testing.B, q func(i int) error) {
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
-	for range b.N {
+	for i := range b.N {
 		t := time.Now()
-		page, _, err := s.ListProcesses(ctx, f)
+		err := q(i)
 		lat = append(lat, time.Since(t))
-		if err != nil || len(page) != 100 {
-			b.Fatalf("ListProcesses: %d processes, %v; want a page of 100", len(page), err)
+		if err != nil {
+			b.Fatal(err)
 		}
 	}
 	b.StopTimer()
