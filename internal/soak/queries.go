@@ -17,11 +17,12 @@ import (
 
 // queries asks the agent what a responder asks, every interval: who ran
 // commands in a pod, a user's sessions, a session's tree, processes by
-// command; and times each answer.
+// command; and times each answer, from a process of its own.
 type queries struct {
-	client *api.Client
-	load   *load
-	up     func() bool // an agent is running (a failed query then counts)
+	base  string // the agent's API
+	timer *timer // times each query in a process of its own (timer.go)
+	load  *load
+	up    func() bool // an agent is running (a failed query then counts)
 
 	mu        sync.Mutex
 	latencies []time.Duration // since the last sample
@@ -46,41 +47,26 @@ func (q *queries) run(ctx context.Context, interval time.Duration) {
 			continue
 		}
 		p := q.load.pods[rng.IntN(len(q.load.pods))]
-		asks := []struct {
-			kind string
-			ask  func(context.Context) error
-		}{
-			{"who", func(ctx context.Context) error { // as kubectl correlator who POD
-				_, err := q.client.Sessions(ctx, url.Values{"namespace": {p.namespace}, "pod": {p.name}, "limit": {"50"}})
-				return err
-			}},
-			{"sessions by user", func(ctx context.Context) error {
-				_, err := q.client.Sessions(ctx, url.Values{"user": {a.user}, "limit": {"50"}})
-				return err
-			}},
-			{"session tree", func(ctx context.Context) error {
-				_, err := q.client.Session(ctx, a.auditID)
-				return err
-			}},
-			{"processes by command", func(ctx context.Context) error {
-				_, err := q.client.Processes(ctx, url.Values{"command": {"/bin/sleep 5"}, "pod": {p.name}, "limit": {"100"}})
-				return err
-			}},
+		asks := []struct{ kind, path string }{
+			// as kubectl correlator who POD
+			{"who", "/api/v1/sessions?" + url.Values{"namespace": {p.namespace}, "pod": {p.name}, "limit": {"50"}}.Encode()},
+			{"sessions by user", "/api/v1/sessions?" + url.Values{"user": {a.user}, "limit": {"50"}}.Encode()},
+			{"session tree", "/api/v1/sessions/" + url.PathEscape(a.auditID)},
+			{"processes by command", "/api/v1/processes?" + url.Values{"command": {"/bin/sleep 5"}, "pod": {p.name}, "limit": {"100"}}.Encode()},
 		}
 		for _, a := range asks {
-			q.time(ctx, a.kind, a.ask)
+			if ctx.Err() != nil {
+				return
+			}
+			q.time(a.kind, q.base+a.path)
 		}
 	}
 }
 
-func (q *queries) time(ctx context.Context, kind string, ask func(context.Context) error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	start := time.Now()
-	err := ask(ctx)
-	d := time.Since(start)
+func (q *queries) time(kind, url string) {
+	d, err := q.timer.get(url)
 	if err != nil {
-		if q.up() && ctx.Err() == nil {
+		if q.up() {
 			q.fails.Add(1)
 			q.lastErr.Store(err.Error())
 		}

@@ -28,6 +28,7 @@ type Config struct {
 	Dir       string        // the agent's files and logs
 	Pods      []pod
 	AgentArgs []string // more flags for every agent (SOAK_AGENT_ARGS), e.g. --pprof-listen
+	TimerBin  string   // run with CORRELATOR_SOAK_TIMER=1, it serves ServeTimer (the test binary)
 	Log       func(format string, args ...any)
 }
 
@@ -86,7 +87,12 @@ func Run(ctx context.Context, t testing.TB, cfg Config) (*Result, error) {
 	client := &api.Client{BaseURL: ag.base, HTTP: &http.Client{Timeout: 10 * time.Second}}
 	l := &load{pods: cfg.Pods, webhook: ag.base + api.WebhookPath, rate: cfg.Rate}
 	l.gap.Store(int64(float64(cfg.Slots) * 1e6 / cfg.Rate))
-	q := &queries{client: client, load: l, up: func() bool { return ag.current() != nil }}
+	tm, err := startTimer(cfg.TimerBin)
+	if err != nil {
+		return nil, err
+	}
+	defer tm.close()
+	q := &queries{base: ag.base, timer: tm, load: l, up: func() bool { return ag.current() != nil }}
 	v := &verifier{client: client, load: l, settle: 10 * time.Second, giveUp: 90 * time.Second}
 	s := &sampler{cfg: cfg, ag: ag, db: db, q: q, v: v, l: l, start: time.Now()}
 

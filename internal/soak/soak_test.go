@@ -36,6 +36,7 @@ func TestSoak(t *testing.T) {
 		Dir:       t.TempDir(),
 		AgentArgs: strings.Fields(os.Getenv("SOAK_AGENT_ARGS")),
 		Log:       t.Logf,
+		TimerBin:  os.Args[0],
 	}
 	cfg.WarmUp = envDuration(t, "SOAK_WARMUP", warmUp(d, long, cfg.Retention))
 	out := os.Getenv("SOAK_OUT")
@@ -192,4 +193,16 @@ func warmUp(d time.Duration, long bool, retention time.Duration) time.Duration {
 		return max(retention, 5*time.Minute)
 	}
 	return min(d/6, 5*time.Minute)
+}
+
+// TestMain serves as the soak's query timer when asked (timer.go).
+func TestMain(m *testing.M) {
+	if os.Getenv(timerEnv) == "1" {
+		if err := ServeTimer(context.Background(), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "query timer:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
 }

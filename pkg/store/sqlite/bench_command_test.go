@@ -46,6 +46,24 @@ func BenchmarkQuerySoakSession(b *testing.B) {
 	})
 }
 
+// BenchmarkQuerySoakWho is make soak's who (the pod's newest 50 sessions)
+// and a user's newest 50 on BenchmarkQuerySoakCommand's store.
+func BenchmarkQuerySoakWho(b *testing.B) {
+	s := soakStore(b)
+	ctx := context.Background()
+	for _, f := range []store.SessionFilter{{Namespace: "ci", Pod: "runner-0", Limit: 50}, {User: "soak-3", Limit: 50}} {
+		b.Run(map[bool]string{true: "Pod", false: "User"}[f.Pod != ""], func(b *testing.B) {
+			benchLatency(b, func(int) error {
+				page, _, err := s.ListSessions(ctx, f)
+				if err == nil && len(page) != 50 {
+					err = fmt.Errorf("%d sessions, want 50", len(page))
+				}
+				return err
+			})
+		})
+	}
+}
+
 // soakStore is the store the soak benchmarks read.
 func soakStore(b *testing.B) *Store {
 	s := openTest(b)

@@ -54,7 +54,7 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 	if cmds.fewRuns, err = fewCommandRuns(ctx, tx, cmds, s.cfg.CommandRuns); err != nil {
 		return nil, "", err
 	}
-	runs, err := runProcesses(ctx, tx, processRunSearch(f, broad, cmds, cur, hasCur), limit+1)
+	runs, err := s.runProcesses(ctx, tx, processRunSearch(f, broad, cmds, cur, hasCur), limit+1)
 	if err != nil {
 		return nil, "", err
 	}

@@ -61,13 +61,13 @@ type runSearch struct {
 // The runs are ordered by their ids and last starts alone (a filter
 // through a side table sorts its matches), and a run's body is read only
 // when its turn comes.
-func runProcesses(ctx context.Context, tx *sql.Tx, rs *runSearch, need int) ([]listed, error) {
+func (s *Store) runProcesses(ctx context.Context, tx *sql.Tx, rs *runSearch, need int) ([]listed, error) {
 	rows, err := tx.QueryContext(ctx, rs.query(), slices.Concat(rs.fromArgs, rs.where.args)...)
 	if err != nil {
 		return nil, fmt.Errorf("querying process runs: %w", err)
 	}
 	defer rows.Close()
-	get, err := prepareRunRead(ctx, tx)
+	get, err := s.prepareRunRead(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
@@ -240,14 +240,17 @@ func fewCommandRuns(ctx context.Context, q queryer, m commandMatch, limit int) (
 // of them. Runs are read by last start, oldest first, and only while one
 // may hold a process older than the need-th found: a run's starts span
 // less than runSpan, so a runaway session's millions are not all read.
-func sessionRunProcesses(ctx context.Context, tx *sql.Tx, col, auditID string, need int) ([]listed, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT r.id, r.last_start FROM process_runs r WHERE r.`+col+` = ? AND r.`+col+
-		` != '' ORDER BY r.last_start, r.id`, auditID)
+func (s *Store) sessionRunProcesses(ctx context.Context, tx *sql.Tx, col, auditID string, need int) ([]listed, error) {
+	st, err := s.readStmt(ctx, tx, sessionRunsSQL(col))
+	if err != nil {
+		return nil, fmt.Errorf("querying runs of session %s: %w", auditID, err)
+	}
+	rows, err := st.QueryContext(ctx, auditID)
 	if err != nil {
 		return nil, fmt.Errorf("querying runs of session %s: %w", auditID, err)
 	}
 	defer rows.Close()
-	get, err := prepareRunRead(ctx, tx)
+	get, err := s.prepareRunRead(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
@@ -291,8 +294,17 @@ func sessionRunProcesses(ctx context.Context, tx *sql.Tx, col, auditID string, n
 // runRead reads a run's columns and body by id, in a read transaction.
 type runRead struct{ *sql.Stmt }
 
-func prepareRunRead(ctx context.Context, tx *sql.Tx) (runRead, error) {
-	st, err := tx.PrepareContext(ctx, `SELECT `+runCols+`, body FROM process_runs WHERE id = ?`)
+// sessionRunsSQL selects the runs whose col is a session's audit ID.
+func sessionRunsSQL(col string) string {
+	return `SELECT r.id, r.last_start FROM process_runs r WHERE r.` + col + ` = ? AND r.` + col +
+		` != '' ORDER BY r.last_start, r.id`
+}
+
+// runReadSQL reads a run by id.
+const runReadSQL = `SELECT ` + runCols + `, body FROM process_runs WHERE id = ?`
+
+func (s *Store) prepareRunRead(ctx context.Context, tx *sql.Tx) (runRead, error) {
+	st, err := s.readStmt(ctx, tx, runReadSQL)
 	if err != nil {
 		return runRead{}, fmt.Errorf("preparing run read: %w", err)
 	}

@@ -84,7 +84,11 @@ func (s *Store) GetSession(ctx context.Context, auditID string) (store.SessionDe
 		return store.SessionDetail{}, fmt.Errorf("beginning session read: %w", err)
 	}
 	defer tx.Rollback()
-	row := tx.QueryRowContext(ctx, "SELECT "+sessionCols+" FROM sessions s WHERE s.audit_id = ?", auditID)
+	st, err := s.readStmt(ctx, tx, sessionRowSQL)
+	if err != nil {
+		return store.SessionDetail{}, fmt.Errorf("reading session %s: %w", auditID, err)
+	}
+	row := st.QueryRowContext(ctx, auditID)
 	ss, _, err := scanSession(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.SessionDetail{}, fmt.Errorf("reading session %s: %w", auditID, store.ErrNotFound)
@@ -93,7 +97,7 @@ func (s *Store) GetSession(ctx context.Context, auditID string) (store.SessionDe
 		return store.SessionDetail{}, err
 	}
 	d := store.SessionDetail{Session: ss}
-	if d.AuditRecords, err = auditRecords(ctx, tx, auditID); err != nil {
+	if d.AuditRecords, err = s.auditRecords(ctx, tx, auditID); err != nil {
 		return store.SessionDetail{}, err
 	}
 	if d.Processes, d.ProcessesTruncated, err = s.sessionProcesses(ctx, tx, "audit_id", auditID); err != nil {
@@ -119,7 +123,11 @@ func sessionProcessesSQL(col string) string {
 // there were more.
 func (s *Store) sessionProcesses(ctx context.Context, tx *sql.Tx, col, auditID string) ([]join.Process, bool, error) {
 	limit := s.cfg.SessionProcessLimit
-	rows, err := tx.QueryContext(ctx, sessionProcessesSQL(col), auditID, limit+1)
+	st, err := s.readStmt(ctx, tx, sessionProcessesSQL(col))
+	if err != nil {
+		return nil, false, fmt.Errorf("querying processes of session %s: %w", auditID, err)
+	}
+	rows, err := st.QueryContext(ctx, auditID, limit+1)
 	if err != nil {
 		return nil, false, fmt.Errorf("querying processes of session %s: %w", auditID, err)
 	}
@@ -135,7 +143,7 @@ func (s *Store) sessionProcesses(ctx context.Context, tx *sql.Tx, col, auditID s
 	if err := rows.Err(); err != nil {
 		return nil, false, fmt.Errorf("reading processes of session %s: %w", auditID, err)
 	}
-	runs, err := sessionRunProcesses(ctx, tx, col, auditID, limit+1)
+	runs, err := s.sessionRunProcesses(ctx, tx, col, auditID, limit+1)
 	if err != nil {
 		return nil, false, err
 	}
@@ -153,9 +161,19 @@ func (s *Store) sessionProcesses(ctx context.Context, tx *sql.Tx, col, auditID s
 	return out, truncated, nil
 }
 
-func auditRecords(ctx context.Context, tx *sql.Tx, auditID string) ([]store.AuditRecord, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT stage, stage_timestamp, event FROM audit_records
-		WHERE audit_id = ? ORDER BY stage_timestamp, stage, request_key`, auditID)
+// sessionRowSQL reads a session by its audit ID.
+const sessionRowSQL = "SELECT " + sessionCols + " FROM sessions s WHERE s.audit_id = ?"
+
+// auditRecordsSQL reads a session's audit record stages.
+const auditRecordsSQL = `SELECT stage, stage_timestamp, event FROM audit_records
+		WHERE audit_id = ? ORDER BY stage_timestamp, stage, request_key`
+
+func (s *Store) auditRecords(ctx context.Context, tx *sql.Tx, auditID string) ([]store.AuditRecord, error) {
+	st, err := s.readStmt(ctx, tx, auditRecordsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("querying audit records of %s: %w", auditID, err)
+	}
+	rows, err := st.QueryContext(ctx, auditID)
 	if err != nil {
 		return nil, fmt.Errorf("querying audit records of %s: %w", auditID, err)
 	}

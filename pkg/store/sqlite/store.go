@@ -106,6 +106,7 @@ type Store struct {
 	r    *sql.DB // query-only pool
 
 	stmts    stmtCache    // write statements prepared on w
+	reads    stmtCache    // readQueries prepared on r
 	commands commandCache // argvs stored in commands, by the writer
 	// noRuns stores every process as a processes row (runs.go): the
 	// tests' reference, against which runs must read alike.
@@ -161,6 +162,11 @@ func Open(path string, cfg Config, log zerolog.Logger) (*Store, error) {
 	r.SetMaxOpenConns(cfg.ReadConns)
 	r.SetMaxIdleConns(cfg.ReadConns)
 	s.r = r
+	if err := s.reads.ensure(context.Background(), r, readQueries...); err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("opening store %s for reading: %w", path, err)
+	}
 	s.log.Debug().Str("path", path).Msg("store open")
 	return s, nil
 }
@@ -232,7 +238,7 @@ func (s *Store) Close() error {
 	if err := s.r.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing store readers: %w", err))
 	}
-	if err := s.stmts.close(); err != nil {
+	if err := errors.Join(s.stmts.close(), s.reads.close()); err != nil {
 		errs = append(errs, fmt.Errorf("closing store statements: %w", err))
 	}
 	if _, err := s.w.ExecContext(ctx, "PRAGMA optimize"); err != nil {

@@ -1,0 +1,62 @@
+package soak
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTimer: the timer, this test binary started as a child, GETs what it
+// is asked on a real socket, times it, and says why a query failed; the
+// timer's answer is read as it writes it.
+func TestTimer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(20 * time.Millisecond) // the server's time, which the timer must include
+		}
+		if r.URL.Path == "/bad" {
+			http.Error(w, "no such session", http.StatusNotFound)
+			return
+		}
+		w.Write([]byte(`{"items":[]}`))
+	}))
+	defer srv.Close()
+	tm, err := startTimer(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm.close()
+	if d, err := tm.get(srv.URL + "/ok"); err != nil || d <= 0 {
+		t.Errorf("GET /ok: %s, %v", d, err)
+	}
+	if d, err := tm.get(srv.URL + "/slow"); err != nil || d < 20*time.Millisecond {
+		t.Errorf("GET /slow: %s, %v; want at least the server's 20ms", d, err)
+	}
+	if _, err := tm.get(srv.URL + "/bad"); err == nil || !strings.Contains(err.Error(), "404") || !strings.Contains(err.Error(), "no such session") {
+		t.Errorf("GET /bad: %v, want the 404 and its body", err)
+	}
+	if _, err := tm.get("http://127.0.0.1:1/nothing-listens"); err == nil {
+		t.Error("GET on a closed port: no error")
+	}
+}
+
+func TestParseTimed(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		d    time.Duration
+		err  string
+	}{
+		{"1500000", 1500 * time.Microsecond, ""},
+		{"20 GET /x: 500 Internal Server Error: boom", 20, "GET /x: 500 Internal Server Error: boom"},
+		{"", 0, "reading the query timer's answer"},
+		{"abc", 0, "reading the query timer's answer"},
+	} {
+		d, err := parseTimed(tc.line)
+		if d != tc.d || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("parseTimed(%q) = %s, %v; want %s, %q", tc.line, d, err, tc.d, tc.err)
+		}
+	}
+}
