@@ -63,18 +63,33 @@ func (j *Joiner) pushExit(p *proc, e Exit) {
 	j.exitq.push(e.ProcessID, p.seq, e.Time)
 	if j.cfg.PendingTTL > AnsweredLinger {
 		j.doneq.push(e.ProcessID, p.seq, e.Time)
+		p.answeredSeen = j.answered(p)
 	}
 }
 
-// doneAnswered returns the exited processes past AnsweredLinger that
-// their own record answered, to leave memory with the TTL's.
+// doneAnswered returns the exited processes that their own record
+// answered at least AnsweredLinger ago (at their exit, or at the last look),
+// to leave memory with the TTL's.
 func (j *Joiner) doneAnswered(now time.Time) []*proc {
 	var gone []*proc
 	due := qtime(now.Add(-AnsweredLinger))
 	for e, ok := j.doneq.peek(); ok && e.t <= due; e, ok = j.doneq.peek() {
 		j.doneq.pop()
 		p := j.procs.get(e.id)
-		if p == nil || p.seq != e.seq || p.exit == nil || !j.answered(p) {
+		if p == nil || p.seq != e.seq || p.exit == nil {
+			continue
+		}
+		answered := j.answered(p)
+		if !answered || !p.answeredSeen {
+			// Its record may still come (a session's records reach the
+			// node as it ends), or came since the last look: look again
+			// a linger later, so that it leaves at least a linger after
+			// its answer (a second request under its ID comes with the
+			// first's), not at the TTL.
+			p.answeredSeen = answered
+			if answered || p.res.waiting {
+				j.doneq.requeue(qent{id: e.id, seq: e.seq, t: qtime(now)})
+			}
 			continue
 		}
 		if _, pending := j.pending[e.id]; !pending {

@@ -63,3 +63,36 @@ func TestJoinAnsweredLeaveAtTTL(t *testing.T) {
 		t.Errorf("a-child after the forged request: %s %q, want its row unchanged", got.Attribution, got.AuditID)
 	}
 }
+
+// TestJoinAnsweredAfterExitLeaveAtLinger: a process whose record comes
+// after it exited (a session's records reach the node as it ends) leaves a
+// linger after the record, not at the TTL; one whose record never comes
+// stays for the TTL (the control).
+func TestJoinAnsweredAfterExitLeaveAtLinger(t *testing.T) {
+	j := newJoiner(t)
+	snap := newSnapshot()
+	for _, p := range []Process{pr("a-root", "runc", idA, vocab.SourceEnv), pr("b-root", "runc", idB, vocab.SourceEnv)} {
+		snap.apply(j.AddProcess(t0.Add(time.Second), p))
+		snap.apply(j.AddExit(t0.Add(2*time.Second), Exit{ProcessID: p.ProcessID, Time: t0.Add(2 * time.Second)}))
+	}
+	// A minute on, both still wait: neither may leave.
+	for s := 5; s <= 60; s += 5 {
+		snap.apply(j.Expire(t0.Add(time.Duration(s) * time.Second)))
+	}
+	if st := j.Stats(); st.Processes != 2 {
+		t.Fatalf("a minute after their exit, unanswered: %d processes held, want 2", st.Processes)
+	}
+	snap.apply(j.AddRecord(t0.Add(61*time.Second), xr(idA)))
+	if got := snap.procs["a-root"]; !got.Attribution.Counted() || got.AuditID != idA {
+		t.Fatalf("a-root after its record: %s %q", got.Attribution, got.AuditID)
+	}
+	for s := 65; s <= 61+int(2*AnsweredLinger/time.Second); s += 5 {
+		snap.apply(j.Expire(t0.Add(time.Duration(s) * time.Second)))
+	}
+	if j.procs.get("a-root") != nil {
+		t.Error("a-root, answered after its exit, still held two lingers after its record")
+	}
+	if j.procs.get("b-root") == nil {
+		t.Error("b-root, whose record has not come, left before the TTL")
+	}
+}

@@ -28,6 +28,9 @@ type proc struct {
 	uncovered bool
 	// awaiting: p is in windowq, to be resolved when its window closes.
 	awaiting bool
+	// answeredSeen: p was answered by its own record at its exit or at its
+	// last look in doneq, so it has been for an AnsweredLinger (late.go).
+	answeredSeen bool
 }
 
 // procRare is what few processes hold.
