@@ -177,11 +177,7 @@ func (j *Joiner) Expire(now time.Time) []Update {
 		// longer at most, within MaxRecords.
 		rs.recheck = now.Add(idle)
 	}
-	for id, e := range j.orphans {
-		if !now.Before(e.Time.Add(ttl)) {
-			delete(j.orphans, id)
-		}
-	}
+	j.dropOrphans(now)
 	j.compactQueues()
 	j.shrinkMaps()
 	return append(out, j.flush()...)
@@ -300,6 +296,7 @@ func (j *Joiner) compactQueues() {
 	j.procq.compact(j.procs.len(), heldProc)
 	j.exitq.compact(j.procs.len(), heldProc)
 	j.doneq.compact(j.procs.len(), heldProc)
+	j.orphanq.compact(len(j.orphans), j.orphanHeld)
 	heldRec := func(e qent) bool { rs := j.recs[e.id]; return rs != nil && rs.seq == e.seq }
 	j.recq.compact(len(j.recs), heldRec)
 	j.deniedq.compact(j.denied, func(e qent) bool { return heldRec(e) && j.recs[e.id].denied })

@@ -155,6 +155,7 @@ type Joiner struct {
 	procq       procQueue // held processes, oldest first: evictHead and pendHead
 	exitq, recq queue
 	doneq       queue     // exits, for answered processes to leave at AnsweredLinger (late.go)
+	orphanq     queue     // orphans by exit time, to leave at OrphanLinger
 	rootq       queue     // IDs in j.roots, oldest first
 	windowq     deadlines // ID-less roots waiting for their window to close
 	lateq       deadlines // exited processes kept for a late record, by when they go
@@ -269,6 +270,7 @@ func (j *Joiner) AddExit(now time.Time, e Exit) []Update {
 			return nil
 		}
 		j.orphans[e.ProcessID] = e
+		j.orphanq.push(e.ProcessID, 0, e.Time)
 		return nil
 	}
 	if p.setExit(e) {

@@ -99,6 +99,32 @@ func (j *Joiner) doneAnswered(now time.Time) []*proc {
 	return gone
 }
 
+// OrphanLinger is how long an exit read before its exec (another CPU's
+// ring drained first) waits for it, at most the pending TTL. Most such
+// exits have no exec to wait for: a shell's forked child that runs a
+// builtin or a busybox applet and exits without exec'ing. Held for the
+// whole TTL, they were a quarter of a busy node's heap (make soak: a loop
+// of usleep and /bin/true, 300 a second), and the expiry tick scanned them
+// all every second.
+const OrphanLinger = 30 * time.Second
+
+// dropOrphans forgets the orphan exits past OrphanLinger.
+func (j *Joiner) dropOrphans(now time.Time) {
+	due := qtime(now.Add(-min(j.cfg.PendingTTL, OrphanLinger)))
+	for e, ok := j.orphanq.peek(); ok && e.t <= due; e, ok = j.orphanq.peek() {
+		j.orphanq.pop()
+		if j.orphanHeld(e) {
+			delete(j.orphans, e.id)
+		}
+	}
+}
+
+// orphanHeld reports whether e is an orphan exit still held.
+func (j *Joiner) orphanHeld(e qent) bool {
+	o, ok := j.orphans[e.id]
+	return ok && qtime(o.Time) == e.t
+}
+
 // sessionProc reports whether p belongs to an exec session whose answer a
 // record could still give or change: it carries an ID (the audit ID key,
 // the bridge's, SPO's), is an ID-less exec root, or descends from one in

@@ -96,3 +96,31 @@ func TestJoinAnsweredAfterExitLeaveAtLinger(t *testing.T) {
 		t.Error("b-root, whose record has not come, left before the TTL")
 	}
 }
+
+// TestJoinOrphanExitsLeaveAtLinger: an exit read before its exec still
+// ends the process when the exec comes (the control); one whose exec never
+// comes (a shell's forked child that ran a builtin) leaves OrphanLinger
+// after it, the TTL minutes off.
+func TestJoinOrphanExitsLeaveAtLinger(t *testing.T) {
+	j := newJoiner(t)
+	snap := newSnapshot()
+	snap.apply(j.AddExit(t0, Exit{ProcessID: "fork-only", Time: t0}))
+	snap.apply(j.AddExit(t0, Exit{ProcessID: "a-root", Time: t0.Add(time.Second)}))
+	snap.apply(j.AddProcess(t0.Add(2*time.Second), pr("a-root", "runc", idA, vocab.SourceEnv)))
+	if got := snap.procs["a-root"]; got.Exit.IsZero() {
+		t.Fatal("a-root, its exit read before its exec, reads as running")
+	}
+	snap.apply(j.Expire(t0.Add(OrphanLinger - time.Second)))
+	if len(j.orphans) != 1 {
+		t.Fatalf("before the linger: %d orphan exits held, want fork-only's", len(j.orphans))
+	}
+	snap.apply(j.Expire(t0.Add(OrphanLinger)))
+	if len(j.orphans) != 0 {
+		t.Fatalf("after the linger: %d orphan exits held, want none", len(j.orphans))
+	}
+	// a-root's entry, stale since its exec came, goes a second later.
+	snap.apply(j.Expire(t0.Add(OrphanLinger + time.Second)))
+	if n := j.orphanq.size(); n != 0 {
+		t.Fatalf("%d orphan exits still queued, want none", n)
+	}
+}
