@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,7 +52,7 @@ func TestSoak(t *testing.T) {
 	// cores saturated by runc, which a node's many cores would spread,
 	// must not stand in for the agent's latency. A DaemonSet with a CPU
 	// request outranks best-effort pods' shares the same way.
-	loadNice := envInt0(t, "SOAK_LOAD_NICE", 10)
+	loadNice := envIntIn(t, "SOAK_LOAD_NICE", 10, 0, 19)
 	for i, name := range []string{"runner-0", "runner-1"} {
 		c := testutil.NewContainer(t, testutil.ContainerConfig{})
 		c.Nice = loadNice
@@ -160,27 +161,17 @@ func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
 	return d
 }
 
-func envInt(t *testing.T, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		t.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
-}
+func envInt(t *testing.T, name string, def int) int { return envIntIn(t, name, def, 1, math.MaxInt) }
 
-// envInt0 is envInt allowing 0.
-func envInt0(t *testing.T, name string, def int) int {
+// envIntIn is the integer name holds, def when unset, refused outside lo..hi.
+func envIntIn(t *testing.T, name string, def, lo, hi int) int {
 	v := os.Getenv(name)
 	if v == "" {
 		return def
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || n > 19 {
-		t.Fatalf("%s=%q: want a niceness from 0 to 19", name, v)
+	if err != nil || n < lo || n > hi {
+		t.Fatalf("%s=%q: want an integer from %d to %d", name, v, lo, hi)
 	}
 	return n
 }

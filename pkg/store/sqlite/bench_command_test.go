@@ -3,7 +3,8 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"slices"
+	"math/rand/v2"
+	"os"
 	"testing"
 	"time"
 
@@ -19,53 +20,50 @@ import (
 // "/bin/sleep 5" in the pod, 100 a page: 460 processes match, in 230 of
 // the store's runs. `go test -run '^$' -bench QuerySoakCommand ./pkg/store/sqlite`
 func BenchmarkQuerySoakCommand(b *testing.B) {
-	s := soakStore(b)
-	ctx := context.Background()
+	d := soakStore(b)
 	f := store.ProcessFilter{Command: "/bin/sleep 5", Pod: "runner-0", Limit: 100}
-	benchLatency(b, func(int) error {
-		page, _, err := s.ListProcesses(ctx, f)
+	runBenchQueries(b, d, []benchQuery{{"Page", func(*rand.Rand) (int, error) {
+		page, _, err := d.store.ListProcesses(context.Background(), f)
 		if err == nil && len(page) != 100 {
 			err = fmt.Errorf("%d processes, want a page of 100", len(page))
 		}
-		return err
-	})
+		return len(page), err
+	}}})
 }
 
 // BenchmarkQuerySoakSession is make soak's session tree (GetSession) on
 // BenchmarkQuerySoakCommand's store: a session of 51 or 52 processes, all
 // in runs.
 func BenchmarkQuerySoakSession(b *testing.B) {
-	s := soakStore(b)
-	ctx := context.Background()
-	benchLatency(b, func(i int) error {
-		d, err := s.GetSession(ctx, fmt.Sprintf("00000000-0000-4000-8000-%012d", 2999-i%100))
-		if err == nil && len(d.Processes) < 51 {
-			err = fmt.Errorf("%d processes, want 51 or more", len(d.Processes))
+	d := soakStore(b)
+	runBenchQueries(b, d, []benchQuery{{"Tree", func(rng *rand.Rand) (int, error) {
+		s, err := d.store.GetSession(context.Background(), fmt.Sprintf("00000000-0000-4000-8000-%012d", 2999-rng.IntN(100)))
+		if err == nil && len(s.Processes) < 51 {
+			err = fmt.Errorf("%d processes, want 51 or more", len(s.Processes))
 		}
-		return err
-	})
+		return len(s.Processes), err
+	}}})
 }
 
 // BenchmarkQuerySoakWho is make soak's who (the pod's newest 50 sessions)
 // and a user's newest 50 on BenchmarkQuerySoakCommand's store.
 func BenchmarkQuerySoakWho(b *testing.B) {
-	s := soakStore(b)
-	ctx := context.Background()
-	for _, f := range []store.SessionFilter{{Namespace: "ci", Pod: "runner-0", Limit: 50}, {User: "soak-3", Limit: 50}} {
-		b.Run(map[bool]string{true: "Pod", false: "User"}[f.Pod != ""], func(b *testing.B) {
-			benchLatency(b, func(int) error {
-				page, _, err := s.ListSessions(ctx, f)
-				if err == nil && len(page) != 50 {
-					err = fmt.Errorf("%d sessions, want 50", len(page))
-				}
-				return err
-			})
-		})
+	d := soakStore(b)
+	var qs []benchQuery
+	for name, f := range map[string]store.SessionFilter{"Pod": {Namespace: "ci", Pod: "runner-0", Limit: 50}, "User": {User: "soak-3", Limit: 50}} {
+		qs = append(qs, benchQuery{name, func(*rand.Rand) (int, error) {
+			page, _, err := d.store.ListSessions(context.Background(), f)
+			if err == nil && len(page) != 50 {
+				err = fmt.Errorf("%d sessions, want 50", len(page))
+			}
+			return len(page), err
+		}})
 	}
+	runBenchQueries(b, d, qs)
 }
 
 // soakStore is the store the soak benchmarks read.
-func soakStore(b *testing.B) *Store {
+func soakStore(b *testing.B) *benchData {
 	s := openTest(b)
 	ctx := context.Background()
 	var batch []join.Process
@@ -106,24 +104,9 @@ func soakStore(b *testing.B) *Store {
 		}
 	}
 	flush()
-	return s
-}
-
-// benchLatency times q b.N times and reports its p50 and p99.
-func benchLatency(b *testing.B, q func(i int) error) {
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := range b.N {
-		t := time.Now()
-		err := q(i)
-		lat = append(lat, time.Since(t))
-		if err != nil {
-			b.Fatal(err)
-		}
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		b.Fatal(err)
 	}
-	b.StopTimer()
-	slices.Sort(lat)
-	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
+	return &benchData{store: s, size: float64(fi.Size()) / (1 << 20)}
 }
