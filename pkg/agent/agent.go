@@ -37,6 +37,14 @@ type Config struct {
 	// in; the joiner keeps the records processes need.
 	MaxRecords     int
 	MaxRecordBytes int
+	// RecordDoneIdle and RecordOpenIdle let the merger forget a request
+	// no stage reached for that long: one whose ending stage is in (only a
+	// redelivery follows), one still open (a session sends its ending
+	// stage when it ends). Without them it held every request until its
+	// caps, the agent's heap growing for hours (make soak); a stage that
+	// comes after reaches the joiner alone, which folds it into what it
+	// holds (auditlog.Fold).
+	RecordDoneIdle, RecordOpenIdle time.Duration
 	// AuditQueueBytes bounds the estimated heap of the audit batches
 	// waiting for the joiner; past it the webhook answers 429.
 	AuditQueueBytes int
@@ -60,6 +68,9 @@ const (
 	DefaultQueue           = 65536
 	DefaultMaxRecords      = 10_000
 	DefaultMaxRecordBytes  = 24 << 20
+	// The apiserver's webhook backend retries a batch over a minute or so.
+	DefaultRecordDoneIdle = 2 * time.Minute
+	DefaultRecordOpenIdle = time.Hour
 	DefaultAuditQueueBytes = 32 << 20
 	// A node runs a few hundred pods at most (the kubelet's --max-pods).
 	DefaultMaxPodLabels     = 4096
@@ -75,7 +86,8 @@ var ErrInvalidConfig = errors.New("invalid agent config")
 // Default returns the shipped pipeline settings.
 func Default() Config {
 	return Config{Join: join.DefaultConfig(), Queue: DefaultQueue, ExpireEvery: time.Second,
-		MaxRecords: DefaultMaxRecords, MaxRecordBytes: DefaultMaxRecordBytes, AuditQueueBytes: DefaultAuditQueueBytes,
+		MaxRecords: DefaultMaxRecords, MaxRecordBytes: DefaultMaxRecordBytes,
+		RecordDoneIdle: DefaultRecordDoneIdle, RecordOpenIdle: DefaultRecordOpenIdle, AuditQueueBytes: DefaultAuditQueueBytes,
 		MaxPodLabels: DefaultMaxPodLabels, MaxPodLabelBytes: DefaultMaxPodLabelBytes, MaxDeferredAlerts: DefaultMaxDeferredAlerts}
 }
 
@@ -85,11 +97,12 @@ func (c Config) Validate() error {
 		return err
 	}
 	if c.Queue <= 0 || c.ExpireEvery <= 0 || c.MaxRecords <= 0 || c.MaxRecordBytes <= 0 || c.AuditQueueBytes <= 0 ||
-		c.MaxPodLabels <= 0 || c.MaxPodLabelBytes <= 0 || c.MaxDeferredAlerts <= 0 {
+		c.MaxPodLabels <= 0 || c.MaxPodLabelBytes <= 0 || c.MaxDeferredAlerts <= 0 || c.RecordDoneIdle <= 0 ||
+		c.RecordOpenIdle <= 0 {
 		return fmt.Errorf("validating agent config (queue %d, expiry %v, records %d, record bytes %d, audit queue bytes %d, "+
-			"pod labels %d, pod label bytes %d, deferred alerts %d): must be positive: %w",
+			"pod labels %d, pod label bytes %d, deferred alerts %d, record idle %v and %v): must be positive: %w",
 			c.Queue, c.ExpireEvery, c.MaxRecords, c.MaxRecordBytes, c.AuditQueueBytes, c.MaxPodLabels, c.MaxPodLabelBytes,
-			c.MaxDeferredAlerts, ErrInvalidConfig)
+			c.MaxDeferredAlerts, c.RecordDoneIdle, c.RecordOpenIdle, ErrInvalidConfig)
 	}
 	return nil
 }
@@ -167,7 +180,7 @@ func New(cfg Config, res Resolver, sink Sink, log zerolog.Logger, reg prometheus
 	a := &Agent{
 		cfg: cfg, log: log.With().Str("component", "agent").Logger(), joiner: j,
 		merger: auditlog.NewMerger(auditlog.MergerConfig{MaxRecords: cfg.MaxRecords, MaxBytes: cfg.MaxRecordBytes,
-			Size: join.RecordBytes}),
+			Size: join.RecordBytes, DoneIdle: cfg.RecordDoneIdle, OpenIdle: cfg.RecordOpenIdle}),
 		meta: res, sink: sink, now: time.Now, mem: newFootprint(cfg.MemoryLimit),
 		procs: make(chan []procItem, max(1, cfg.Queue/maxBurst)), audit: make(chan auditBatch, 64),
 		events: f.NewCounterVec(prometheus.CounterOpts{Name: "correlator_agent_events_total",
@@ -263,6 +276,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.handleAudit(ctx, b)
 		case <-tick.C:
 			a.emit(ctx, a.now(), a.joiner.Expire(a.now()))
+			a.merger.Expire(a.now())
 			a.expireAlertWaits(ctx, a.now())
 			a.publishStats()
 		case <-ctx.Done():

@@ -226,11 +226,11 @@ func TestExecFloodBounded(t *testing.T) {
 	})
 	testutil.Eventually(t, "the loss is counted", func() bool {
 		s := a.stats.Load()
-		return s != nil && s.join.EvictedRecords > 0 && s.join.EvictedDenied > 0 && s.merger > 0
+		return s != nil && s.join.EvictedRecords > 0 && s.join.EvictedDenied > 0 && s.merger.Evicted > 0
 	})
 	s := a.stats.Load()
 	t.Logf("shed: %d records, %d denied, %d merger; held: %d records (%d KiB estimated), %d denied",
-		s.join.EvictedRecords, s.join.EvictedDenied, s.merger, s.join.Records, s.join.RecordBytes>>10, s.join.DeniedRecords)
+		s.join.EvictedRecords, s.join.EvictedDenied, s.merger.Evicted, s.join.Records, s.join.RecordBytes>>10, s.join.DeniedRecords)
 }
 
 // TestShedRecordComesBack: a record the joiner shed to stay within its

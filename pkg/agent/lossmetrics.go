@@ -5,13 +5,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/join"
 )
 
 // lossStats is what the run loop publishes for scrapes.
 type lossStats struct {
 	join   join.Stats
-	merger int64 // records the stage merger let go of
+	merger auditlog.MergerStats
 	labels int64 // pods whose labels the alert rules lost
 }
 
@@ -22,7 +23,7 @@ func (a *Agent) publishStats() {
 	st := a.joiner.Stats()
 	a.release.observe(st) // before the snapshot: whoever waits on it sees the pages returned
 	a.mem.observe()
-	a.stats.Store(&lossStats{join: st, merger: a.merger.Stats().Evicted, labels: a.labels.shed()})
+	a.stats.Store(&lossStats{join: st, merger: a.merger.Stats(), labels: a.labels.shed()})
 }
 
 // joinCollector exports what the join let go of: entries evicted by its
@@ -35,6 +36,9 @@ type joinCollector struct {
 	expired   *prometheus.Desc
 	uncovered *prometheus.Desc
 	late      *prometheus.Desc
+	held      *prometheus.Desc
+	heldBytes *prometheus.Desc
+	idle      *prometheus.Desc
 }
 
 func newJoinCollector(snap *atomic.Pointer[lossStats]) *joinCollector {
@@ -57,6 +61,14 @@ func newJoinCollector(snap *atomic.Pointer[lossStats]) *joinCollector {
 				"--late-window), forgotten (those that left still unanswered: the window over, or a bound; their rows keep "+
 				"what was said), restored (unattributed processes read back from the store at start).",
 			[]string{"kind"}, nil),
+		held: prometheus.NewDesc("correlator_join_held",
+			"What the join holds now, by kind: processes, pending (of those, waiting for a record), records, denied "+
+				"(of those, refused requests), merger (requests whose stages are being merged).", []string{"kind"}, nil),
+		heldBytes: prometheus.NewDesc("correlator_join_held_bytes",
+			"Estimated heap of what the join holds now, by kind: processes, records, merger.", []string{"kind"}, nil),
+		idle: prometheus.NewDesc("correlator_audit_merger_idle_total",
+			"Requests the stage merger let go after no stage came for a while (2 minutes once complete, an hour while "+
+				"open): not lost, a later stage reaches the joiner alone and is folded into what it holds.", nil, nil),
 	}
 }
 
@@ -65,6 +77,9 @@ func (c *joinCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.expired
 	ch <- c.uncovered
 	ch <- c.late
+	ch <- c.held
+	ch <- c.heldBytes
+	ch <- c.idle
 }
 
 func (c *joinCollector) Collect(ch chan<- prometheus.Metric) {
@@ -74,7 +89,7 @@ func (c *joinCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	j := &s.join
 	for kind, v := range map[string]int64{"processes": j.EvictedProcesses, "pending": j.EvictedPending,
-		"records": j.EvictedRecords, "denied": j.EvictedDenied, "exits": j.EvictedExits, "merger": s.merger, "pod_labels": s.labels,
+		"records": j.EvictedRecords, "denied": j.EvictedDenied, "exits": j.EvictedExits, "merger": s.merger.Evicted, "pod_labels": s.labels,
 		"roots": j.EvictedRoots, "roots_over_cap": j.RootsOverCap} {
 		ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(v), kind)
 	}
@@ -84,4 +99,12 @@ func (c *joinCollector) Collect(ch chan<- prometheus.Metric) {
 		"restored": j.Restored} {
 		ch <- prometheus.MustNewConstMetric(c.late, prometheus.CounterValue, float64(v), kind)
 	}
+	for kind, v := range map[string]int{"processes": j.Processes, "pending": j.Pending, "records": j.Records,
+		"denied": j.DeniedRecords, "merger": s.merger.Records} {
+		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(v), kind)
+	}
+	for kind, v := range map[string]int{"processes": j.ProcessBytes, "records": j.RecordBytes, "merger": s.merger.Bytes} {
+		ch <- prometheus.MustNewConstMetric(c.heldBytes, prometheus.GaugeValue, float64(v), kind)
+	}
+	ch <- prometheus.MustNewConstMetric(c.idle, prometheus.CounterValue, float64(s.merger.Expired))
 }

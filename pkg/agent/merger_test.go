@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
 	"github.com/execid/correlator/internal/testutil"
@@ -112,4 +114,66 @@ func TestAuditQueueByteBound(t *testing.T) {
 	}
 	cancel()
 	<-ran
+}
+
+// TestMergerIdleExported: a request whose stages are all in leaves the
+// stage merger RecordDoneIdle after its last one, shown by the held gauge
+// and the idle counter, while the joiner keeps the session; its first
+// stage redelivered after that is stored with the session unchanged.
+func TestMergerIdleExported(t *testing.T) {
+	cfg := Default()
+	cfg.ExpireEvery, cfg.RecordDoneIdle = 10*time.Millisecond, 50*time.Millisecond
+	reg := prometheus.NewPedanticRegistry()
+	a, err := New(cfg, staticMeta{}, nopSink{}, zerolog.Nop(), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parser := auditlog.NewParser(0)
+	id := testutil.RandomUUID()
+	evs := bigRequest(t, parser, id, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); a.Run(ctx) }()
+	defer func() { cancel(); <-ran }()
+	if err := a.AuditSink()(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	metric := func(name, kind string) float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				if mf.GetName() != name || (kind != "" && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+					return l.GetName() == "kind" && l.GetValue() == kind
+				})) {
+					continue
+				}
+				if g := m.GetGauge(); g != nil {
+					return g.GetValue()
+				}
+				return m.GetCounter().GetValue()
+			}
+		}
+		t.Fatalf("no %s{kind=%q}", name, kind)
+		return 0
+	}
+	testutil.Eventually(t, "the merger lets the request go", func() bool {
+		return metric("correlator_audit_merger_idle_total", "") == 1 && metric("correlator_join_held", "merger") == 0
+	})
+	if metric("correlator_join_held", "records") != 1 || metric("correlator_join_evicted_total", "merger") != 0 {
+		t.Fatal("the joiner lost the request, or the merger's idle count as loss")
+	}
+	if err := a.AuditSink()(ctx, evs[:1]); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the redelivery is read", func() bool { return metric("correlator_join_held", "merger") == 1 })
+	cancel()
+	<-ran
+	s, ok := a.joiner.Session(id)
+	want := []string{auditlog.StageRequestReceived, auditlog.StageResponseStarted, auditlog.StageResponseComplete}
+	if !ok || !slices.Equal(s.Stages, want) || s.Code != evs[2].ResponseStatus.Code || s.EndTimestamp.IsZero() {
+		t.Fatalf("session after the redelivery: held %v stages %v code %d end %v", ok, s.Stages, s.Code, s.EndTimestamp)
+	}
 }

@@ -39,6 +39,8 @@ type Config struct {
 	Ready func() error
 	// Now is the clock for relative times ("since=1h"); time.Now if nil.
 	Now func() time.Time
+	// Latency times the queries (NewLatency); nil: not timed.
+	Latency *Latency
 }
 
 // WebhookPath is where kube-apiserver's audit webhook posts.
@@ -58,12 +60,14 @@ func NewHandler(r Reader, cfg Config, log zerolog.Logger) http.Handler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	lat := cfg.Latency
 	s := &server{r: r, cfg: cfg, log: log.With().Str("component", "api").Logger()}
 	mux := http.NewServeMux()
-	mux.Handle("GET /api/v1/sessions", s.auth(list(s, filterParams, sessionFilter, r.ListSessions)))
-	mux.Handle("GET /api/v1/sessions/{auditID}", s.auth(s.getSession))
-	mux.Handle("GET /api/v1/processes", s.auth(list(s, processParams, processFilter, s.listProcesses)))
-	mux.Handle("GET /api/v1/alerts", s.auth(list(s, alertParams, alertFilter, r.ListAlerts)))
+	mux.Handle("GET /api/v1/sessions", lat.timed("sessions", s.auth(list(s, filterParams, sessionFilter, r.ListSessions))))
+	mux.Handle("GET /api/v1/sessions/{auditID}", lat.timed("session", s.auth(s.getSession)))
+	mux.Handle("GET /api/v1/processes", lat.timed("processes",
+		s.auth(list(s, processParams, processFilter, s.listProcesses))))
+	mux.Handle("GET /api/v1/alerts", lat.timed("alerts", s.auth(list(s, alertParams, alertFilter, r.ListAlerts))))
 	mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(openAPI)

@@ -2,6 +2,7 @@ package auditlog
 
 import (
 	"slices"
+	"time"
 
 	"github.com/execid/correlator/pkg/vocab"
 )
@@ -19,6 +20,13 @@ type MergerConfig struct {
 	// evicted first. 0, or no Size, means no byte bound.
 	MaxBytes int
 	Size     func(*ExecRecord) int
+	// DoneIdle and OpenIdle let a record go once no stage of it has come
+	// for that long, by the clock Expire is called with: DoneIdle once its
+	// ending stage is in (only a redelivery can follow), OpenIdle while
+	// the request is open (a session hours long sends ResponseComplete as
+	// it ends). A stage that comes after is filed alone, and a consumer
+	// that still holds the request folds it in (Fold). 0: no age bound.
+	DoneIdle, OpenIdle time.Duration
 }
 
 // MergerStats counts what the Merger did.
@@ -28,6 +36,7 @@ type MergerStats struct {
 	Conflicts  int64 // requests that reused an auditID held by another request
 	Ignored    int64 // non-streaming events passed in
 	Evicted    int64 // records dropped to respect MaxRecords or MaxBytes
+	Expired    int64 // records let go by DoneIdle or OpenIdle
 	IDsCut     int64 // events whose auditID was over MaxAuditIDBytes (BoundAuditID)
 	Records    int   // records held now
 	Bytes      int   // estimated heap of the records held (with Size)
@@ -53,6 +62,10 @@ type Merger struct {
 	order []*entry // insertion order, for eviction; head is order[head]
 	head  int
 	stats MergerStats
+	// fresh lists the records a stage reached since the last Expire, which
+	// stamps them; sweepAt is when Expire next walks the records.
+	fresh   []*entry
+	sweepAt time.Time
 }
 
 type entry struct {
@@ -61,6 +74,10 @@ type entry struct {
 	stages map[string]bool
 	ranks  ranks
 	size   int // cfg.Size of rec, as last measured
+	// last is the first Expire after its latest stage; zero until then,
+	// while the entry is listed in fresh.
+	last  time.Time
+	fresh bool
 }
 
 // requestKey is what every stage of one request shares; two events with one
@@ -177,6 +194,7 @@ func (m *Merger) Add(ev Event) AddResult {
 		e.size = n
 	}
 	m.stats.Events++
+	m.touch(e)
 	res.Updated = append(res.Updated, e.rec.Clone())
 	res.Evicted = m.evict()
 	return res
@@ -198,18 +216,7 @@ func (m *Merger) evict() []ExecRecord {
 		m.stats.Evicted++
 		m.bytes -= old.size
 		out = append(out, old.rec.Clone())
-		list := m.byID[old.rec.AuditID]
-		for i, c := range list {
-			if c == old {
-				list = append(list[:i], list[i+1:]...)
-				break
-			}
-		}
-		if len(list) == 0 {
-			delete(m.byID, old.rec.AuditID)
-		} else {
-			m.byID[old.rec.AuditID] = list
-		}
+		m.unfile(old)
 	}
 	// Compact the queue once the dead prefix dominates.
 	if m.head > 1024 && m.head > len(m.order)/2 {
@@ -217,6 +224,22 @@ func (m *Merger) evict() []ExecRecord {
 		m.head = 0
 	}
 	return out
+}
+
+// unfile forgets e under its ID.
+func (m *Merger) unfile(e *entry) {
+	list := m.byID[e.rec.AuditID]
+	for i, c := range list {
+		if c == e {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(m.byID, e.rec.AuditID)
+	} else {
+		m.byID[e.rec.AuditID] = list
+	}
 }
 
 // Lookup returns copies of the records held for auditID (more than one when

@@ -163,6 +163,41 @@ func TestLateStageAfterMergerLoss(t *testing.T) {
 	}
 }
 
+// TestEarlyStageAfterMergerLoss: a request's first stage that comes after
+// the merger let the request go (its ending stage came first, alone) does
+// not take back what the ending stage said: the response code, the end,
+// the decision; what only the first stage carried is kept. The control is
+// the same two stages in their order.
+func TestEarlyStageAfterMergerLoss(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		j := newJoiner(t)
+		full, first := xr(idA), xr(idA)
+		full.Stages, full.Code = []string{auditlog.StageResponseComplete}, 403
+		full.Annotations = map[string]string{"from": "end", auditlog.AnnotationDecision: "forbid"}
+		full.Decision = "forbid"
+		first.Stages, first.Code, first.EndTimestamp = []string{auditlog.StageRequestReceived}, 0, time.Time{}
+		first.Annotations = map[string]string{"from": "start", "only": "start"}
+		snap := newSnapshot()
+		if late {
+			snap.apply(j.AddRecord(t0, full))
+			snap.apply(j.AddRecord(t0, first))
+		} else {
+			snap.apply(j.AddRecord(t0, first))
+			snap.apply(j.AddRecord(t0, full))
+		}
+		s := snap.sessions[idA]
+		want := []string{auditlog.StageRequestReceived, auditlog.StageResponseComplete}
+		if !slices.Equal(s.Stages, want) || s.Code != 403 || s.Decision != "forbid" || s.EndTimestamp.IsZero() ||
+			s.Annotations["from"] != "end" {
+			t.Fatalf("late %v: session stages %v code %d decision %q end %v annotations %v", late, s.Stages, s.Code,
+				s.Decision, s.EndTimestamp, s.Annotations)
+		}
+		if s.Annotations["only"] != "start" {
+			t.Fatalf("the late first stage's own annotation was lost: %v", s.Annotations)
+		}
+	}
+}
+
 // TestSharedFieldsNotAliased: records share repeated values inside the
 // joiner, but what it is given and what it hands out are the caller's to
 // change, shared or too long to share.

@@ -83,8 +83,13 @@ func (j *Joiner) storeRecord(now time.Time, rec *auditlog.ExecRecord) bool {
 	case staleStages(c.Stages, rs.recs[i].Stages):
 		return false
 	default:
-		// A stage merger that dropped the request sends later stages alone.
-		c.Stages = unionStages(rs.recs[i].Stages, c.Stages)
+		// A stage merger that let the request go (a bound, or its idle
+		// time) sends a later stage alone, or an earlier one comes late:
+		// fold what both know.
+		if !auditlog.Covers(c.Stages, rs.recs[i].Stages) {
+			f := auditlog.Fold(rs.recs[i], c)
+			c = &f
+		}
 		j.holdRecord(c)
 		j.releaseRecord(rs.recs[i])
 		rs.recs[i] = c
@@ -105,41 +110,6 @@ func (j *Joiner) storeRecord(now time.Time, rec *auditlog.ExecRecord) bool {
 	j.reindexRecord(rs)
 	delete(j.pairs, rs.id)
 	return true
-}
-
-// unionStages returns next, plus any held stage it lacks, in stage order.
-func unionStages(held, next []string) []string {
-	missing := false
-	for _, s := range held {
-		if !slices.Contains(next, s) {
-			missing = true
-			break
-		}
-	}
-	if !missing {
-		return next
-	}
-	out := slices.Clone(next)
-	for _, s := range held {
-		if !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b string) int { return stageRank(a) - stageRank(b) })
-	return out
-}
-
-// stageRank is the order in which a request's stages are emitted.
-func stageRank(s string) int {
-	switch s {
-	case auditlog.StageRequestReceived:
-		return 0
-	case auditlog.StageResponseStarted:
-		return 1
-	case auditlog.StageResponseComplete, auditlog.StagePanic:
-		return 2
-	}
-	return 3
 }
 
 // staleStages reports whether next is a strict subset of held.

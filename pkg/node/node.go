@@ -122,9 +122,13 @@ func (n *Node) build(ctx context.Context) error {
 		return err
 	}
 	n.rd = &readiness{store: writer}
+	lat, err := api.NewLatency(reg)
+	if err != nil {
+		return err
+	}
 	handler := api.NewHandler(n.st, api.Config{Auth: auth, Webhook: wh,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
-		Ready:   n.rd.check}, log)
+		Ready:   n.rd.check, Latency: lat}, log)
 	n.srv = api.NewServer(handler, api.ServerConfig{Addr: cfg.Listen})
 	if err := n.listen(); err != nil {
 		return err
