@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -19,6 +20,9 @@ type agents struct {
 	args []string
 	base string // http://addr
 	logs string // directory of each agent's stderr
+	// procs are cgroup.procs files each agent's PID is written to: its
+	// pod's cgroup (KubeletQoS).
+	procs []string
 
 	mu   sync.Mutex
 	cur  *agentProc
@@ -53,6 +57,14 @@ func (a *agents) start(ready time.Duration) (*agentProc, error) {
 		return nil, fmt.Errorf("starting agent %d: %w", gen, err)
 	}
 	p := &agentProc{gen: gen, cmd: cmd, done: make(chan struct{}), log: logPath}
+	for _, f := range a.procs {
+		if err := os.WriteFile(f, []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			lf.Close()
+			return nil, fmt.Errorf("moving agent %d into its pod's cgroup %s: %w", gen, f, err)
+		}
+	}
 	go func() {
 		p.err = cmd.Wait()
 		lf.Close()

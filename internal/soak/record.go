@@ -41,6 +41,7 @@ type sampler struct {
 	rate          float64
 	rateOK        bool
 	sawUnwritable bool
+	api           apiHist // the agents' own query times, every agent's added
 }
 
 func (s *sampler) event(what string) {
@@ -93,6 +94,11 @@ func (s *sampler) sample(ctx context.Context) {
 		// A new agent: counters the kernel keeps (pinned) carry on, the
 		// agent's own start again from zero.
 		s.carry(r)
+	}
+	if s.last.valid && s.last.gen == p.gen {
+		s.api.add(r.api, s.last.r.api)
+	} else {
+		s.api.add(r.api, apiHist{})
 	}
 	smp.Agent = p.gen
 	smp.RSSBytes, smp.AnonBytes, smp.HeapBytes = r.rss, r.anon, int64(r.heap)
@@ -242,6 +248,7 @@ func (s *sampler) result() *Result {
 		Unattributed: s.v.unattributed.Load(), SawUnwritable: s.sawUnwritable, Agents: s.ag.gen}
 	s.q.mu.Lock()
 	res.QueryP99 = p99(s.q.all)
+	res.AgentQueryP99 = s.api.quantile(0.99)
 	res.QueryP99ByKind = map[string]float64{}
 	for k, ds := range s.q.byKind {
 		res.QueryP99ByKind[k] = p99(ds)

@@ -25,6 +25,7 @@ type reading struct {
 	ringDrops, evictions float64
 	storeDropped         float64
 	storeWritable        float64
+	api                  apiHist // correlator_api_request_seconds, every route
 }
 
 // clockTicks is USER_HZ, 100 on every Linux the agent runs on.
@@ -122,6 +123,7 @@ func scrape(ctx context.Context, base string, r *reading) error {
 	r.evictions = sum(fams, "correlator_join_evicted_total", nil)
 	r.storeDropped = sum(fams, "correlator_store_rows_total", map[string]string{"outcome": "dropped"})
 	r.storeWritable = sum(fams, "correlator_store_writable", nil)
+	r.api = readAPIHist(fams["correlator_api_request_seconds"])
 	return nil
 }
 

@@ -28,8 +28,10 @@ type Config struct {
 	Dir       string        // the agent's files and logs
 	Pods      []pod
 	AgentArgs []string // more flags for every agent (SOAK_AGENT_ARGS), e.g. --pprof-listen
-	TimerBin  string   // run with CORRELATOR_SOAK_TIMER=1, it serves ServeTimer (the test binary)
-	Log       func(format string, args ...any)
+	// AgentProcs are the cgroup.procs files each agent joins (QoS).
+	AgentProcs []string
+	TimerBin   string // run with CORRELATOR_SOAK_TIMER=1, it serves ServeTimer (the test binary)
+	Log        func(format string, args ...any)
 }
 
 // Result is what a soak recorded.
@@ -37,6 +39,10 @@ type Result struct {
 	Samples  []Sample
 	Events   []Event
 	QueryP99 float64 // ms, over every query of the run
+	// AgentQueryP99 is the agents' own p99 (correlator_api_request_seconds,
+	// every API query including the verifier's), ms: without the client's
+	// process and the network.
+	AgentQueryP99 float64
 
 	Sessions, IDless, ExecErrors, PostRetries int64
 	Unattributed                              int64
@@ -68,7 +74,7 @@ func Run(ctx context.Context, t testing.TB, cfg Config) (*Result, error) {
 	pin := filepath.Join("/sys/fs/bpf", fmt.Sprintf("correlator-soak-%d", os.Getpid()))
 	t.Cleanup(func() { os.RemoveAll(pin) })
 	db := filepath.Join(storeDir, "correlator.db")
-	ag := &agents{bin: cfg.Bin, base: "http://" + addr, logs: cfg.Dir, args: []string{"run",
+	ag := &agents{bin: cfg.Bin, base: "http://" + addr, logs: cfg.Dir, procs: cfg.AgentProcs, args: []string{"run",
 		"--listen", addr, "--insecure-no-auth", "--store", "sqlite:" + db, "--pod-map", podMap,
 		"--pin-path", pin, "--retention", cfg.Retention.String(),
 		"--alert-sink", "file:" + filepath.Join(cfg.Dir, "alerts.jsonl"),

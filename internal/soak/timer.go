@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -20,6 +21,11 @@ import (
 // load's goroutines (the exec spawns, the webhook posts, the verifier),
 // which Go preempts every 10 ms, and the p99 measured them, not the
 // agent (make soak: 25 to 45 ms in the soak's process while curl saw 13).
+// It runs in a session of its own: the kernel's autogroups weigh a
+// session's processes together, and in the soak's session it shared its
+// CPU with the load's runc execs and the soak's goroutines (20 to 35 ms at
+// p99 while curl from a shell saw at most 9.5). A responder's client runs
+// on another machine.
 
 // timerEnv makes the soak's test binary serve as the timer (TestMain).
 const timerEnv = "CORRELATOR_SOAK_TIMER"
@@ -36,6 +42,7 @@ type timer struct {
 func startTimer(bin string) (*timer, error) {
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), timerEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

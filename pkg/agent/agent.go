@@ -65,12 +65,13 @@ type Config struct {
 
 // Defaults for Config.
 const (
-	DefaultQueue           = 65536
-	DefaultMaxRecords      = 10_000
-	DefaultMaxRecordBytes  = 24 << 20
-	// The apiserver's webhook backend retries a batch over a minute or so.
-	DefaultRecordDoneIdle = 2 * time.Minute
-	DefaultRecordOpenIdle = time.Hour
+	DefaultQueue          = 65536
+	DefaultMaxRecords     = 10_000
+	DefaultMaxRecordBytes = 24 << 20
+	// The apiserver's webhook backend retries a batch for about 2 minutes
+	// (docs/runbook.md); a redelivery after that is folded by the joiner.
+	DefaultRecordDoneIdle  = 2 * time.Minute
+	DefaultRecordOpenIdle  = time.Hour
 	DefaultAuditQueueBytes = 32 << 20
 	// A node runs a few hundred pods at most (the kubelet's --max-pods).
 	DefaultMaxPodLabels     = 4096

@@ -62,6 +62,37 @@ func BenchmarkQuerySoakWho(b *testing.B) {
 	runBenchQueries(b, d, qs)
 }
 
+// BenchmarkQuerySoakAfterWrite is make soak's queries each right after a
+// commit, as on a node where the writer commits every few milliseconds:
+// SQLite drops a connection's page cache when another wrote, so each query
+// reads its pages again.
+func BenchmarkQuerySoakAfterWrite(b *testing.B) {
+	d := soakStore(b)
+	write := func(i int) {
+		p := process(fmt.Sprintf("w-%d", i), "00000000-0000-4000-8000-000000000001", 0)
+		p.Namespace, p.Pod, p.Argv, p.Start = "ci", "runner-1", []string{"/bin/true"}, base.Add(time.Hour)
+		if err := d.store.Write(context.Background(), store.Batch{Processes: []join.Process{p}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cmd := store.ProcessFilter{Command: "/bin/sleep 5", Pod: "runner-0", Limit: 100}
+	who := store.SessionFilter{Namespace: "ci", Pod: "runner-0", Limit: 50}
+	runBenchQueriesAfter(b, d, []benchQuery{
+		{"Who", func(*rand.Rand) (int, error) {
+			page, _, err := d.store.ListSessions(context.Background(), who)
+			return len(page), err
+		}},
+		{"Tree", func(rng *rand.Rand) (int, error) {
+			s, err := d.store.GetSession(context.Background(), fmt.Sprintf("00000000-0000-4000-8000-%012d", 2999-rng.IntN(100)))
+			return len(s.Processes), err
+		}},
+		{"Command", func(*rand.Rand) (int, error) {
+			page, _, err := d.store.ListProcesses(context.Background(), cmd)
+			return len(page), err
+		}},
+	}, write)
+}
+
 // soakStore is the store the soak benchmarks read.
 func soakStore(b *testing.B) *benchData {
 	s := openTest(b)

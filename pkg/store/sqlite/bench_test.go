@@ -240,13 +240,24 @@ type benchQuery struct {
 
 // runBenchQueries times each query b.N times and reports p50 and p99.
 func runBenchQueries(b *testing.B, d *benchData, queries []benchQuery) {
+	runBenchQueriesAfter(b, d, queries, nil)
+}
+
+// runBenchQueriesAfter is runBenchQueries with before, when set, run
+// untimed before each query.
+func runBenchQueriesAfter(b *testing.B, d *benchData, queries []benchQuery, before func(i int)) {
 	for _, q := range queries {
 		b.Run(q.name, func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(1, uint64(b.N)))
 			lat := make([]time.Duration, 0, b.N)
 			rows := 0
 			b.ResetTimer()
-			for range b.N {
+			for i := range b.N {
+				if before != nil {
+					b.StopTimer()
+					before(i)
+					b.StartTimer()
+				}
 				t := time.Now()
 				n, err := q.run(rng)
 				lat = append(lat, time.Since(t))

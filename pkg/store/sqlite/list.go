@@ -135,7 +135,7 @@ func list[T any](ctx context.Context, s *Store, what string, l listing, c string
 	if err != nil {
 		return nil, "", err
 	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := s.listQuery(ctx, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("querying %s: %w", what, err)
 	}

@@ -40,6 +40,12 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 	limit := store.PageLimit(f.Limit, s.cfg.DefaultLimit, s.cfg.MaxLimit)
 	// One snapshot: a commit moving a process out of a run between the
 	// two reads would show it twice, or not at all.
+	listing := processesListing(f, broad, cmds)
+	if q, _, err := listing.query(f.Cursor, limit); err == nil {
+		if err := s.prepareList(ctx, q); err != nil {
+			return nil, "", err
+		}
+	}
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, "", fmt.Errorf("beginning process read: %w", err)
@@ -47,7 +53,7 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 	defer tx.Rollback()
 	// The newest limit+1 of each store, merged: the extra one says
 	// whether a next page exists.
-	page, err := processRows(ctx, tx, processesListing(f, broad, cmds), f.Cursor, limit)
+	page, err := processRows(ctx, listTx{s, tx}, listing, f.Cursor, limit)
 	if err != nil {
 		return nil, "", err
 	}

@@ -107,6 +107,7 @@ type Store struct {
 
 	stmts    stmtCache    // write statements prepared on w
 	reads    stmtCache    // readQueries prepared on r
+	lists    stmtCache    // list pages' queries prepared on r (listQuery)
 	commands commandCache // argvs stored in commands, by the writer
 	// noRuns stores every process as a processes row (runs.go): the
 	// tests' reference, against which runs must read alike.
@@ -238,7 +239,7 @@ func (s *Store) Close() error {
 	if err := s.r.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing store readers: %w", err))
 	}
-	if err := errors.Join(s.stmts.close(), s.reads.close()); err != nil {
+	if err := errors.Join(s.stmts.close(), s.reads.close(), s.lists.close()); err != nil {
 		errs = append(errs, fmt.Errorf("closing store statements: %w", err))
 	}
 	if _, err := s.w.ExecContext(ctx, "PRAGMA optimize"); err != nil {
