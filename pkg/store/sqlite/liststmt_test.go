@@ -2,10 +2,15 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/execid/correlator/internal/testutil"
 	"github.com/execid/correlator/pkg/store"
 )
 
@@ -60,5 +65,50 @@ func TestListStatementsBounded(t *testing.T) {
 	}
 	if got := first[len(first)-1]; len(got) > 1 {
 		t.Errorf("every filter at once: %v", got)
+	}
+}
+
+// TestListPrepareWhileConnectionsBusy: preparing a new list statement while
+// every read connection is held by a transaction that then looks a
+// statement up does not wait for ever: the preparer waits for a connection
+// without holding the cache, so the transaction finishes and frees its own.
+func TestListPrepareWhileConnectionsBusy(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "store.db"), Config{ReadConns: 1}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true}) // the pool's only connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	prepared := make(chan error, 1)
+	go func() { prepared <- s.prepareList(ctx, "SELECT 1 WHERE ? = 1") }()
+	// The preparer now waits for the connection; the transaction still
+	// looks statements up (listTx), then ends.
+	testutil.Eventually(t, "the preparer waits for a connection", func() bool { return s.r.Stats().WaitCount > 0 })
+	ended := make(chan error, 1)
+	go func() {
+		rows, err := listTx{s, tx}.QueryContext(ctx, "SELECT 2")
+		if err == nil {
+			rows.Close()
+		}
+		tx.Rollback()
+		ended <- err
+	}()
+	bound := time.After(testutil.EventuallyBound) // only a broken store reaches it
+	for _, ch := range []chan error{ended, prepared} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-bound:
+			t.Fatal("a transaction and a list statement's preparation waited on each other for ever")
+		}
+	}
+	if s.lists.lookup("SELECT 1 WHERE ? = 1") == nil {
+		t.Fatal("the statement was not kept")
 	}
 }

@@ -68,11 +68,21 @@ func (s *Store) listQuery(ctx context.Context, q string, args ...any) (*sql.Rows
 
 // prepareList prepares q on the read pool for listQuery and listTx, while
 // the cache has room. It needs a connection: call it outside a transaction.
+// It prepares outside the cache's lock: a query in a transaction holds one
+// of the pool's connections while it looks a statement up, so holding the
+// lock while waiting for a connection could wait for ever.
 func (s *Store) prepareList(ctx context.Context, q string) error {
 	if s.lists.lookup(q) != nil || s.lists.size() >= maxListStmts {
 		return nil
 	}
-	return s.lists.ensure(ctx, s.r, q)
+	st, err := s.r.PrepareContext(ctx, q)
+	if err != nil {
+		return fmt.Errorf("preparing statement: %w", err)
+	}
+	if !s.lists.put(q, st, maxListStmts) {
+		st.Close() // another prepared it meanwhile, or the cache filled
+	}
+	return nil
 }
 
 // listTx runs queries in tx through the statements prepareList prepared,
@@ -87,6 +97,21 @@ func (l listTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.R
 		return l.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 	}
 	return l.tx.QueryContext(ctx, q, args...)
+}
+
+// put keeps st as q's statement unless one is kept or max are; it reports
+// whether it kept st.
+func (c *stmtCache) put(q string, st *sql.Stmt, max int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[q]; ok || len(c.m) >= max {
+		return false
+	}
+	if c.m == nil {
+		c.m = map[string]*sql.Stmt{}
+	}
+	c.m[q] = st
+	return true
 }
 
 func (c *stmtCache) size() int {
