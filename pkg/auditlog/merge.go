@@ -66,6 +66,7 @@ type Merger struct {
 	// stamps them; sweepAt is when Expire next walks the records.
 	fresh   []*entry
 	sweepAt time.Time
+	gone    gone // the requests let go (mergegone.go)
 }
 
 type entry struct {
@@ -144,7 +145,8 @@ func NewMerger(cfg MergerConfig) *Merger {
 // key does not depend on what else the Merger read or in which order. Two
 // events under one auditID or one synthetic key are stages of one request
 // only when what they asked agrees; otherwise both requests are kept,
-// flagged audit_id_conflict.
+// flagged audit_id_conflict. A request under an ID whose other request was
+// let go (mergegone.go) is flagged too.
 func (m *Merger) Add(ev Event) AddResult {
 	var res AddResult
 	if !IsStreaming(&ev) {
@@ -173,6 +175,12 @@ func (m *Merger) Add(ev Event) AddResult {
 	if e == nil {
 		entries := m.byID[ev.AuditID]
 		e = &entry{rec: *rec, key: keyOf(&ev), stages: map[string]bool{}, ranks: ranks{code: -1, annotations: -1}}
+		if len(entries) == 0 && m.usedByOther(ev.AuditID, e.key) {
+			// The other request was let go: this one is flagged, as it
+			// would have been beside it.
+			m.stats.Conflicts++
+			e.rec.addFlag(vocab.FlagAuditIDConflict)
+		}
 		if len(entries) > 0 {
 			m.stats.Conflicts++
 			e.rec.addFlag(vocab.FlagAuditIDConflict)
@@ -217,6 +225,7 @@ func (m *Merger) evict() []ExecRecord {
 		m.bytes -= old.size
 		out = append(out, old.rec.Clone())
 		m.unfile(old)
+		m.bury(old)
 	}
 	// Compact the queue once the dead prefix dominates.
 	if m.head > 1024 && m.head > len(m.order)/2 {

@@ -55,6 +55,7 @@ func (m *Merger) Expire(now time.Time) {
 			m.stats.Expired++
 			m.bytes -= e.size
 			m.unfile(e)
+			m.bury(e)
 			continue
 		}
 		kept = append(kept, e)

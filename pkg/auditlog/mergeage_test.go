@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/execid/correlator/pkg/vocab"
 )
 
 // TestMergerIdle: a complete request leaves DoneIdle after its last stage
@@ -65,5 +67,50 @@ func TestMergerNoAgeBound(t *testing.T) {
 	m.Expire(t0.Add(1000 * time.Hour))
 	if st := m.Stats(); st.Records != 1 || st.Expired != 0 || len(m.fresh) != 0 {
 		t.Fatalf("no age bound: %+v, %d fresh", st, len(m.fresh))
+	}
+}
+
+// TestMergerConflictAfterLettingGo: a different request under an audit ID
+// whose request the Merger let go (idle, or its cap) is still flagged
+// audit_id_conflict; a late stage of the request itself is not (the
+// control); and what is remembered is bounded by MaxRecords, oldest first.
+func TestMergerConflictAfterLettingGo(t *testing.T) {
+	m := NewMerger(MergerConfig{MaxRecords: 2, DoneIdle: time.Minute, OpenIdle: time.Hour})
+	at := "2026-01-01T00:00:01Z"
+	for _, st := range []string{StageRequestReceived, StageResponseStarted, StageResponseComplete} {
+		m.Add(streamEvent("x", st, 200, at))
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m.Expire(t0)
+	m.Expire(t0.Add(2 * time.Minute))
+	if len(m.Lookup("x")) != 0 {
+		t.Fatal("the request was not let go")
+	}
+	late := m.Add(streamEvent("x", StageRequestReceived, 0, at))
+	if len(late.Updated) != 1 || late.Updated[0].HasFlag(vocab.FlagAuditIDConflict) {
+		t.Fatalf("a late stage of the same request was flagged: %+v", late.Updated)
+	}
+	m.Expire(t0.Add(3 * time.Minute))
+	m.Expire(t0.Add(2 * time.Hour))
+	other := streamEvent("x", StageResponseStarted, 101, at)
+	other.User = UserInfo{Username: "mallory"}
+	res := m.Add(other)
+	if len(res.Updated) != 1 || !res.Updated[0].HasFlag(vocab.FlagAuditIDConflict) || m.Stats().Conflicts != 1 {
+		t.Fatalf("another request under a let-go ID: %+v, stats %+v", res.Updated, m.Stats())
+	}
+	// Past MaxRecords let go, the oldest is forgotten: x's alice request
+	// (and now mallory's, evicted by the cap) make way for y's and z's.
+	for _, id := range []string{"y", "z", "w"} {
+		m.Add(streamEvent(id, StageResponseStarted, 101, at))
+	}
+	fresh := streamEvent("x", StageResponseStarted, 101, at)
+	fresh.User = UserInfo{Username: "eve"}
+	m.Expire(t0.Add(3 * time.Hour))
+	m.Expire(t0.Add(5 * time.Hour))
+	if res := m.Add(fresh); len(res.Updated) != 1 || res.Updated[0].HasFlag(vocab.FlagAuditIDConflict) {
+		t.Fatalf("a conflict past the bound of what is remembered: %+v", res.Updated)
+	}
+	if n := len(m.gone.queue) - m.gone.head; n > 2 {
+		t.Fatalf("%d let-go requests remembered, want at most MaxRecords 2", n)
 	}
 }
