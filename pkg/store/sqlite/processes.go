@@ -38,14 +38,15 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 		return nil, "", err
 	}
 	limit := store.PageLimit(f.Limit, s.cfg.DefaultLimit, s.cfg.MaxLimit)
-	// One snapshot: a commit moving a process out of a run between the
-	// two reads would show it twice, or not at all.
+	// Its statement is prepared before the transaction takes a connection.
 	listing := processesListing(f, broad, cmds)
 	if q, _, err := listing.query(f.Cursor, limit); err == nil {
 		if err := s.prepareList(ctx, q); err != nil {
 			return nil, "", err
 		}
 	}
+	// One snapshot: a commit moving a process out of a run between the
+	// two reads would show it twice, or not at all.
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, "", fmt.Errorf("beginning process read: %w", err)
