@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
@@ -65,7 +66,7 @@ func (h apiHist) quantile(q float64) float64 {
 	for i := range idx {
 		idx[i] = i
 	}
-	slices.SortFunc(idx, func(a, b int) int { return cmpFloat(h.le[a], h.le[b]) })
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(h.le[a], h.le[b]) })
 	if len(idx) == 0 || h.counts[idx[len(idx)-1]] == 0 {
 		return math.NaN()
 	}
@@ -86,14 +87,4 @@ func (h apiHist) quantile(q float64) float64 {
 		lower, below = h.le[i], h.counts[i]
 	}
 	return lower * 1000
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
