@@ -147,16 +147,23 @@ func (s *Store) sessionProcesses(ctx context.Context, tx *sql.Tx, col, auditID s
 	if err != nil {
 		return nil, false, err
 	}
-	all = append(all, runs...)
+	if len(all) == 0 {
+		all = runs // most sessions' processes are all in runs: no copy
+	} else {
+		all = append(all, runs...)
+	}
 	slices.SortFunc(all, func(a, b listed) int { return newestFirst(b, a) })
 	truncated := len(all) > limit
 	all = all[:min(len(all), limit)]
 	if err := fillArgvs(ctx, tx, all); err != nil {
 		return nil, false, err
 	}
-	var out []join.Process
+	var out []join.Process // nil for none, as before
+	if len(all) > 0 {
+		out = make([]join.Process, len(all))
+	}
 	for i := range all {
-		out = append(out, all[i].p)
+		out[i] = all[i].p
 	}
 	return out, truncated, nil
 }

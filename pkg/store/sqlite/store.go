@@ -33,11 +33,20 @@ type Config struct {
 	BusyTimeout time.Duration
 	// ReadConns is the size of the query-only connection pool.
 	ReadConns int
-	// CacheKiB is SQLite's page cache per connection, in KiB. It is held
-	// outside the Go heap (and outside GOMEMLIMIT) until the connection
-	// closes, by each of the ReadConns+1 connections; the OS page cache
-	// serves what it misses.
-	CacheKiB int
+	// CacheKiB is the writer's SQLite page cache and ReadCacheKiB each
+	// reader's, in KiB. They are held outside the Go heap (and outside
+	// GOMEMLIMIT), each page in a slot of twice its size (modernc's
+	// allocator), until the connection closes. A reader's cache is emptied
+	// at each of the writer's commits and, with the file mapped (MmapMiB),
+	// holds only pages it read from the WAL: a small one costs little.
+	CacheKiB, ReadCacheKiB int
+	// MmapMiB is how much of the database file each connection maps
+	// (PRAGMA mmap_size); negative: none. A mapped page is read in place,
+	// from the OS page cache that pread filled anyway: without the
+	// mapping each query copied its pages into its emptied cache again.
+	// A read error on the mapping (a failing disk) is a SIGBUS, which
+	// stops the agent rather than failing the query.
+	MmapMiB int
 	// DefaultLimit is the page size of a query without a Limit; MaxLimit
 	// caps a query's Limit.
 	DefaultLimit, MaxLimit int
@@ -58,6 +67,8 @@ func DefaultConfig() Config {
 		BusyTimeout:         10 * time.Second,
 		ReadConns:           4,
 		CacheKiB:            4 << 10,
+		ReadCacheKiB:        1 << 10,
+		MmapMiB:             1 << 10,
 		DefaultLimit:        100,
 		MaxLimit:            1000,
 		SessionProcessLimit: 10000,
@@ -71,6 +82,8 @@ func (c Config) withDefaults() Config {
 	c.BusyTimeout = cmp.Or(c.BusyTimeout, d.BusyTimeout)
 	c.ReadConns = cmp.Or(c.ReadConns, d.ReadConns)
 	c.CacheKiB = cmp.Or(c.CacheKiB, d.CacheKiB)
+	c.ReadCacheKiB = cmp.Or(c.ReadCacheKiB, d.ReadCacheKiB)
+	c.MmapMiB = cmp.Or(c.MmapMiB, d.MmapMiB)
 	c.DefaultLimit = cmp.Or(c.DefaultLimit, d.DefaultLimit)
 	c.MaxLimit = cmp.Or(c.MaxLimit, d.MaxLimit)
 	c.SessionProcessLimit = cmp.Or(c.SessionProcessLimit, d.SessionProcessLimit)
@@ -88,7 +101,7 @@ func (c Config) Validate() error {
 	if c.ReadConns < 1 {
 		errs = append(errs, fmt.Errorf("read connections %d: need at least 1", c.ReadConns))
 	}
-	if c.CacheKiB < 0 || c.DefaultLimit < 1 || c.MaxLimit < c.DefaultLimit ||
+	if c.CacheKiB < 0 || c.ReadCacheKiB < 0 || c.DefaultLimit < 1 || c.MaxLimit < c.DefaultLimit ||
 		c.SessionProcessLimit < 1 || c.DeleteChunk < 1 || c.CommandRuns < 1 {
 		errs = append(errs, fmt.Errorf("sizes must be positive, with max limit %d >= default limit %d",
 			c.MaxLimit, c.DefaultLimit))
@@ -131,12 +144,7 @@ func Open(path string, cfg Config, log zerolog.Logger) (*Store, error) {
 	if err := secureFiles(path, log); err != nil {
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
-	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds()))
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Add("_pragma", fmt.Sprintf("cache_size(-%d)", cfg.CacheKiB))
-	q.Add("_pragma", "temp_store(MEMORY)")
+	q := url.Values{"_pragma": pragmas(cfg, cfg.CacheKiB)}
 	q.Set("_txlock", "immediate")
 	w, err := sql.Open("sqlite", path+"?"+q.Encode())
 	if err != nil {
@@ -153,8 +161,7 @@ func Open(path string, cfg Config, log zerolog.Logger) (*Store, error) {
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
 
-	q.Del("_txlock")
-	q.Add("_pragma", "query_only(1)")
+	q = url.Values{"_pragma": append(pragmas(cfg, cfg.ReadCacheKiB), "query_only(1)")}
 	r, err := sql.Open("sqlite", path+"?"+q.Encode())
 	if err != nil {
 		w.Close()
@@ -170,6 +177,18 @@ func Open(path string, cfg Config, log zerolog.Logger) (*Store, error) {
 	}
 	s.log.Debug().Str("path", path).Msg("store open")
 	return s, nil
+}
+
+// pragmas are every connection's settings, with a page cache of cacheKiB.
+func pragmas(cfg Config, cacheKiB int) []string {
+	return []string{
+		fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds()),
+		"journal_mode(WAL)",
+		"synchronous(NORMAL)",
+		fmt.Sprintf("cache_size(-%d)", cacheKiB),
+		"temp_store(MEMORY)",
+		fmt.Sprintf("mmap_size(%d)", max(cfg.MmapMiB, 0)<<20),
+	}
 }
 
 // migrate creates the schema in a new file and refuses a newer one.

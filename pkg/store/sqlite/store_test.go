@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,6 +44,46 @@ func TestOpenSetsWALAndSchema(t *testing.T) {
 	if _, err := s2.r.ExecContext(ctx, "DELETE FROM sessions"); err == nil {
 		t.Error("the read pool accepted a write")
 	}
+}
+
+// TestOpenMapsTheFile: every connection reads the file through a mapping
+// of MmapMiB (a reader's page cache is emptied at each commit, so copying
+// pages in cost a pread and memory outside the Go heap per query); a
+// negative MmapMiB maps nothing.
+func TestOpenMapsTheFile(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		mib  int
+		want int64
+	}{{0, 1 << 30}, {64, 64 << 20}, {-1, 0}} {
+		s, err := Open(filepath.Join(t.TempDir(), "s.db"), Config{MmapMiB: tc.mib}, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, db := range map[string]*sql.DB{"writer": s.w, "reader": s.r} {
+			if got := pragmaInt(t, db, "mmap_size"); got != tc.want {
+				t.Errorf("MmapMiB %d: the %s's mmap_size is %d, want %d", tc.mib, name, got, tc.want)
+			}
+		}
+		s.Close()
+	}
+	// The writer keeps its cache; a reader's is small (negative: KiB).
+	s := openTest(t)
+	if w, r := pragmaInt(t, s.w, "cache_size"), pragmaInt(t, s.r, "cache_size"); w != -4096 || r != -1024 {
+		t.Errorf("cache_size: the writer's %d, a reader's %d; want -4096 and -1024", w, r)
+	}
+	if _, err := s.r.ExecContext(ctx, "DELETE FROM sessions"); err == nil {
+		t.Error("the read pool accepted a write")
+	}
+}
+
+func pragmaInt(t *testing.T, db *sql.DB, name string) int64 {
+	t.Helper()
+	var v int64
+	if err := db.QueryRowContext(context.Background(), "PRAGMA "+name).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 func TestOpenRejects(t *testing.T) {
