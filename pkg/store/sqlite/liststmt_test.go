@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/execid/correlator/internal/testutil"
+	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 )
 
@@ -110,5 +112,52 @@ func TestListPrepareWhileConnectionsBusy(t *testing.T) {
 	}
 	if s.lists.lookup("SELECT 1 WHERE ? = 1") == nil {
 		t.Fatal("the statement was not kept")
+	}
+}
+
+// TestCommandSearchStatementsFew: a command search names the matching
+// commands in an IN list, padded to a power of two, so a store whose
+// matches keep changing in number keeps a statement per power, not one per
+// count (the soak's agent filled the cache with them, each prepared on every
+// reader connection, in SQLite's memory). Each answer is still whole.
+func TestCommandSearchStatementsFew(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	const n = 40
+	for k := 1; k <= n; k++ {
+		p := process(fmt.Sprintf("p-%d", k), "", k)
+		p.Pod, p.Argv = "runner-0", []string{"/bin/sh", "-c", fmt.Sprintf("i=%d; /bin/sleep 5", k)}
+		if err := s.Write(ctx, store.Batch{Processes: []join.Process{p}}); err != nil {
+			t.Fatal(err)
+		}
+		page, _, err := s.ListProcesses(ctx, store.ProcessFilter{Command: "/bin/sleep 5", Pod: "runner-0", Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) != k {
+			t.Fatalf("%d commands match: %d processes found, want %d", k, len(page), k)
+		}
+	}
+	// 1 to 8, 9 to 16, 17 to 32, 33 to 40: four shapes (40 before).
+	if got := s.lists.size(); got > 4 {
+		t.Errorf("%d list statements kept after searches matching 1 to %d commands, want at most 4", got, n)
+	}
+}
+
+func TestPadIDs(t *testing.T) {
+	for _, c := range []struct{ n, want int }{{0, 0}, {1, 8}, {8, 8}, {9, 16}, {200, 256}, {256, 256}} {
+		ids := make([]any, c.n)
+		for i := range ids {
+			ids[i] = int64(i)
+		}
+		got := padIDs(ids)
+		if len(got) != c.want {
+			t.Errorf("%d ids padded to %d, want %d", c.n, len(got), c.want)
+		}
+		for i, id := range got {
+			if want := int64(min(i, c.n-1)); id != want {
+				t.Fatalf("%d ids: padded[%d] = %v, want %d", c.n, i, id, want)
+			}
+		}
 	}
 }

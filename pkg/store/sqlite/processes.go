@@ -221,7 +221,28 @@ func (s *Store) matchCommands(ctx context.Context, sub string) (commandMatch, er
 	if err := rows.Err(); err != nil {
 		return m, fmt.Errorf("searching command lines: %w", err)
 	}
+	m.ids = padIDs(m.ids)
 	return m, nil
+}
+
+// padIDs repeats the last id until there are a power of two of them, at
+// least 8. A listing names them in an IN list, and its statement is kept
+// prepared per distinct SQL text (listQuery, at most 128): one text per
+// count filled that cache with command searches, each prepared on every
+// reader connection in SQLite's memory, and the soak's agent grew for as
+// long as new counts came.
+func padIDs(ids []any) []any {
+	if len(ids) == 0 {
+		return ids
+	}
+	n := 8
+	for n < len(ids) {
+		n *= 2
+	}
+	for len(ids) < n {
+		ids = append(ids, ids[len(ids)-1])
+	}
+	return ids
 }
 
 // holdsBytes is the condition that col holds the bound substring, byte for
