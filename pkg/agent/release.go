@@ -36,24 +36,20 @@ func (m *memoryRelease) observe(st join.Stats) bool {
 	return true
 }
 
-// footprintSpare is the least headroom the agent gives its heap: the
-// collector runs about once per footprintSpare allocated until two thirds
-// of the live heap are more (the soak's agent: every 3 s at 300 execs/s).
-const footprintSpare = 24 << 20
+// footprintFloor is the Go memory under which the runtime's default pacing
+// (GOGC=100: a heap twice its live bytes) is left alone: an agent holding
+// little costs little either way, and collecting more often costs CPU.
+const footprintFloor = 64 << 20
 
 // footprint keeps the Go runtime's memory near what the agent holds: with
 // GOGC alone a heap grows to twice its live bytes and keeps the pages, so
-// 40 MiB of processes held cost 80 MiB of RSS. It sets the soft memory
-// limit to the live heap and footprintSpare, or two thirds of the live
-// heap past 36 MiB (and what the runtime holds besides its heap): the
-// collector runs a fifth to a third more often over a burst, and only when
-// the heap is large, and the scavenger returns what the limit leaves over.
-// (Half collected 40% more often for about the same RSS in
-// BenchmarkLiveProcesses100k.) The headroom never shrinks as the heap
-// grows: under a fixed floor (64 MiB of Go memory, before) it did, and the
-// soak's agent spent three times the collector's CPU per exec at 35 MiB
-// live as at 16. It never raises the limit above cap (the container's, set
-// by the command; 0: none).
+// 40 MiB of processes held cost 80 MiB of RSS. Past footprintFloor it sets
+// the soft memory limit to the live heap and two thirds (and what the
+// runtime holds besides its heap): the collector runs a fifth to a third more
+// often over a burst, and only when the heap is large, and the scavenger
+// returns what the limit leaves over. (Half collected 40% more often for
+// about the same RSS in BenchmarkLiveProcesses100k.) It never raises the
+// limit above cap (the container's, set by the command; 0: none).
 type footprint struct {
 	cap     int64
 	set     int64 // the limit last set, 0: none yet
@@ -62,10 +58,11 @@ type footprint struct {
 }
 
 // footprintGCPercent is the agent's GOGC. The soft memory limit bounds the
-// heap already (footprintSpare over the live heap, or two thirds of it), so
-// the percent only paces a heap under 6 MiB: at 100 an agent holding 10 MiB
+// heap already (footprintFloor, or the live heap and two thirds), so the
+// percent only paces a small heap: at 100 an agent holding 10 MiB
 // collected every 10 MiB allocated, about every 2,000 execs, 12 % of its
-// CPU at 300 execs/s. Set GOGC to choose another.
+// CPU at 300 execs/s; at 400 it collects a quarter as often and its heap
+// stays under the floor. Set GOGC to choose another.
 const footprintGCPercent = 400
 
 func newFootprint(capBytes int64) *footprint {
@@ -127,7 +124,7 @@ func (f *footprint) restore() {
 // footprintLimit is the soft memory limit for a live heap of live bytes
 // and besides bytes of other runtime memory, under cap.
 func footprintLimit(live, besides, capBytes int64) int64 {
-	return min(live+max(footprintSpare, live*2/3)+besides, footprintCap(capBytes))
+	return min(max(footprintFloor, live+live*2/3+besides), footprintCap(capBytes))
 }
 
 func footprintCap(capBytes int64) int64 {

@@ -34,11 +34,10 @@ func TestFootprintLimit(t *testing.T) {
 	for _, c := range []struct {
 		live, besides, capBytes, want int64
 	}{
-		{10 * mib, 8 * mib, 0, 42 * mib},                 // small: footprintSpare over the live heap
-		{35 * mib, 12 * mib, 0, 71 * mib},                // the soak's: the headroom does not shrink
+		{10 * mib, 8 * mib, 0, footprintFloor},           // small: the runtime's pacing
 		{60 * mib, 8 * mib, 0, 108 * mib},                // large: the live heap and two thirds
 		{60 * mib, 8 * mib, 80 * mib, 80 * mib},          // never past the container's
-		{10 * mib, 8 * mib, 32 * mib, 32 * mib},          // nor the spare past it
+		{10 * mib, 8 * mib, 32 * mib, 32 * mib},          // nor the floor past it
 		{1 << 40, 8 * mib, 0, 1<<40 + (1<<41)/3 + 8*mib}, // no overflow short of it
 		{60 * mib, 8 * mib, -1, 108 * mib},               // a negative cap is none
 	} {
