@@ -138,9 +138,9 @@ func TestCommandSearchStatementsFew(t *testing.T) {
 			t.Fatalf("%d commands match: %d processes found, want %d", k, len(page), k)
 		}
 	}
-	// 1 to 8, 9 to 16, 17 to 32, 33 to 40: four shapes (40 before).
-	if got := s.lists.size(); got > 4 {
-		t.Errorf("%d list statements kept after searches matching 1 to %d commands, want at most 4", got, n)
+	// 1 to 8, 9 to 16, 17 to 32, 33 to 40: four shapes, each kept (40 before).
+	if got := s.lists.size(); got != 4 {
+		t.Errorf("%d list statements kept after searches matching 1 to %d commands, want 4", got, n)
 	}
 }
 
