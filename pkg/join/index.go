@@ -178,6 +178,7 @@ func (j *Joiner) Expire(now time.Time) []Update {
 		rs.recheck = now.Add(idle)
 	}
 	j.dropOrphans(now)
+	j.ageRoots(now)
 	j.compactQueues()
 	j.shrinkMaps()
 	return append(out, j.flush()...)

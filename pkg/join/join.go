@@ -148,6 +148,7 @@ type Joiner struct {
 	rootsSlot   map[slotKey]map[string]struct{} // the same by pod and start's slot
 	roots       map[string]map[string]*rootInfo // audit ID -> its verified roots, by processID
 	pairs       map[string]*pairing             // audit ID -> its pairing, made on demand
+	rootsEnded  map[string]struct{}             // IDs in roots whose requests had all ended when their record left
 	heldPod     map[string]int                  // pod and session key -> settled ID-less roots with it as only candidate
 	pending     map[string]int64                // waiting processes -> their TTL's end at the latest (qtime)
 	orphans     map[string]Exit                 // exits that came before their exec
@@ -208,6 +209,7 @@ func New(cfg Config, log zerolog.Logger) (*Joiner, error) {
 		rootsSlot:  map[slotKey]map[string]struct{}{},
 		roots:      map[string]map[string]*rootInfo{},
 		pairs:      map[string]*pairing{},
+		rootsEnded: map[string]struct{}{},
 		heldPod:    map[string]int{},
 		pending:    map[string]int64{},
 		orphans:    map[string]Exit{},

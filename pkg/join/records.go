@@ -249,6 +249,7 @@ func (j *Joiner) dropRecord(id string) {
 	if rs.denied {
 		j.denied--
 	}
+	j.noteEnded(rs)
 	delete(j.recs, id)
 	delete(j.pairs, id)
 	j.forgetRoots(id)

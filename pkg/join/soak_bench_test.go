@@ -31,13 +31,25 @@ func BenchmarkJoinBusyPod(b *testing.B) {
 }
 
 func busyPod(b *testing.B, j *Joiner, sessions int) {
+	busyPodFor(j, time.Duration(sessions)*250*time.Millisecond, nil)
+	if s := j.Stats(); s.Processes == 0 {
+		b.Fatal("nothing held")
+	}
+}
+
+// busyPodFor drives j as BenchmarkJoinBusyPod does for span, calling each
+// (if set) at every whole minute of it.
+func busyPodFor(j *Joiner, span time.Duration, each func(time.Duration)) {
 	next := t0
 	var records []timedRecord
-	for i := range sessions {
+	for i := range int(span / (250 * time.Millisecond)) {
 		at := t0.Add(time.Duration(i) * 250 * time.Millisecond)
 		for !next.After(at) {
 			j.Expire(next)
 			next = next.Add(time.Second)
+		}
+		if each != nil && at.Sub(t0)%time.Minute == 0 {
+			each(at.Sub(t0))
 		}
 		for len(records) > 0 && !records[0].at.After(at) {
 			j.AddRecord(at, records[0].rec)
@@ -62,9 +74,6 @@ func busyPod(b *testing.B, j *Joiner, sessions int) {
 		rec := xr(id, cmd...)
 		rec.RequestReceivedTimestamp, rec.EndTimestamp = at, at.Add(time.Second)
 		records = append(records, timedRecord{at: at.Add(2 * time.Second), rec: rec})
-	}
-	if s := j.Stats(); s.Processes == 0 {
-		b.Fatal("nothing held")
 	}
 }
 
