@@ -148,15 +148,21 @@ func (s *sampler) chaos(ctx context.Context, storeDir string) error {
 	d := s.cfg.Duration
 	burst := min(20*time.Second, d/20)
 	full := min(time.Minute, d/10)
+	first := [3]time.Duration{10, 20, 30} // percent: a burst, the upgrade, the kill -9
+	if s.cfg.LongRun {
+		first = [3]time.Duration{5, 10, 15}
+	}
 	steps := []struct {
 		at time.Duration
 		do func() error
 	}{
 		// The restarts come early, so the last agent lives most of the
-		// run: its slopes are measured over 70 % of it, past its warm-up.
-		{d * 10 / 100, func() error { return s.burst(ctx, burst) }},
-		{d * 20 / 100, func() error { return s.restart(syscall.SIGTERM, "upgrade") }},
-		{d * 30 / 100, func() error { return s.restart(syscall.SIGKILL, "kill -9") }},
+		// run: its slopes are measured past its warm-up over 70 % of a
+		// short run, and over half of a long one, whose warm-up is longer
+		// (warmUp).
+		{d * first[0] / 100, func() error { return s.burst(ctx, burst) }},
+		{d * first[1] / 100, func() error { return s.restart(syscall.SIGTERM, "upgrade") }},
+		{d * first[2] / 100, func() error { return s.restart(syscall.SIGKILL, "kill -9") }},
 		{d * 50 / 100, func() error { return s.fillDisk(ctx, storeDir, full) }},
 		{d * 65 / 100, func() error { return s.burst(ctx, burst) }},
 		{d * 90 / 100, func() error { return s.burst(ctx, burst) }},

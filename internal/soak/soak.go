@@ -17,10 +17,13 @@ import (
 
 // Config is one soak's settings (make soak's SOAK_* variables).
 type Config struct {
-	Bin       string        // the correlator binary under test
-	Duration  time.Duration // how long the load runs
-	Sample    time.Duration // between two samples
-	WarmUp    time.Duration // left out of the figures, and after each restart
+	Bin      string        // the correlator binary under test
+	Duration time.Duration // how long the load runs
+	Sample   time.Duration // between two samples
+	WarmUp   time.Duration // left out of the figures, and after each restart
+	// LongRun moves the restarts earlier (chaos): a long run's warm-up
+	// is twice its late window.
+	LongRun   bool
 	Rate      float64       // sustained execs/s on the node
 	Slots     int           // concurrent exec sessions
 	Retention time.Duration // --retention: short, so it runs many times

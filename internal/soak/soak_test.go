@@ -38,6 +38,7 @@ func TestSoak(t *testing.T) {
 		AgentArgs: strings.Fields(os.Getenv("SOAK_AGENT_ARGS")),
 		Log:       t.Logf,
 		TimerBin:  os.Args[0],
+		LongRun:   long,
 	}
 	cfg.WarmUp = envDuration(t, "SOAK_WARMUP", warmUp(d, long, cfg.Retention))
 	out := os.Getenv("SOAK_OUT")
@@ -187,11 +188,14 @@ func envIntIn(t *testing.T, name string, def, lo, hi int) int {
 }
 
 // warmUp is what each agent's figures leave out: a sixth of a short run;
-// in a long one, the time its windows take to fill: the late window, which
-// is the retention (node.LateWindow), and at least the pending TTL.
+// in a long one, the time its windows take to fill, twice the late window
+// (the retention, node.LateWindow): the ID-less sessions' processes are
+// held for it, and the records and roots they read leave the join after
+// them (the fifth hour: the last agent's heap stopped growing between its
+// 17th and 22nd minutes).
 func warmUp(d time.Duration, long bool, retention time.Duration) time.Duration {
 	if long {
-		return max(retention, 5*time.Minute)
+		return max(2*retention, 5*time.Minute)
 	}
 	return min(d/6, 5*time.Minute)
 }

@@ -57,6 +57,11 @@ type Config struct {
 	// alerts_wait.go); past it the oldest is judged at once, its alerts
 	// marked early.
 	MaxDeferredAlerts int
+	// LookupDelay is how long after a process first waits for its ID's
+	// record the agent asks its lookups (its store, Elasticsearch) for
+	// it: a record on its way comes through the sources within the audit
+	// lag. 0 asks at once.
+	LookupDelay time.Duration
 	// MemoryLimit caps the Go soft memory limit the agent sets to keep its
 	// footprint near what it holds (footprint): the container's, which
 	// the command sets from the cgroup; 0: none.
@@ -79,6 +84,9 @@ const (
 	// Only processes a rule that reads attribution matched wait: forged
 	// roots, debug containers before their record.
 	DefaultMaxDeferredAlerts = 4096
+	// DefaultLookupDelay is the joiner's audit lag: kube-apiserver's
+	// webhook batches wait up to 30 s.
+	DefaultLookupDelay = join.DefaultAuditLag
 )
 
 // ErrInvalidConfig marks a Config that Validate refused.
@@ -89,7 +97,8 @@ func Default() Config {
 	return Config{Join: join.DefaultConfig(), Queue: DefaultQueue, ExpireEvery: time.Second,
 		MaxRecords: DefaultMaxRecords, MaxRecordBytes: DefaultMaxRecordBytes,
 		RecordDoneIdle: DefaultRecordDoneIdle, RecordOpenIdle: DefaultRecordOpenIdle, AuditQueueBytes: DefaultAuditQueueBytes,
-		MaxPodLabels: DefaultMaxPodLabels, MaxPodLabelBytes: DefaultMaxPodLabelBytes, MaxDeferredAlerts: DefaultMaxDeferredAlerts}
+		MaxPodLabels: DefaultMaxPodLabels, MaxPodLabelBytes: DefaultMaxPodLabelBytes, MaxDeferredAlerts: DefaultMaxDeferredAlerts,
+		LookupDelay: DefaultLookupDelay}
 }
 
 // Validate reports the first bad field.
@@ -99,11 +108,11 @@ func (c Config) Validate() error {
 	}
 	if c.Queue <= 0 || c.ExpireEvery <= 0 || c.MaxRecords <= 0 || c.MaxRecordBytes <= 0 || c.AuditQueueBytes <= 0 ||
 		c.MaxPodLabels <= 0 || c.MaxPodLabelBytes <= 0 || c.MaxDeferredAlerts <= 0 || c.RecordDoneIdle <= 0 ||
-		c.RecordOpenIdle <= 0 {
+		c.RecordOpenIdle <= 0 || c.LookupDelay < 0 {
 		return fmt.Errorf("validating agent config (queue %d, expiry %v, records %d, record bytes %d, audit queue bytes %d, "+
-			"pod labels %d, pod label bytes %d, deferred alerts %d, record idle %v and %v): must be positive: %w",
+			"pod labels %d, pod label bytes %d, deferred alerts %d, record idle %v and %v; lookup delay %v not negative): must be positive: %w",
 			c.Queue, c.ExpireEvery, c.MaxRecords, c.MaxRecordBytes, c.AuditQueueBytes, c.MaxPodLabels, c.MaxPodLabelBytes,
-			c.MaxDeferredAlerts, c.RecordDoneIdle, c.RecordOpenIdle, ErrInvalidConfig)
+			c.MaxDeferredAlerts, c.RecordDoneIdle, c.RecordOpenIdle, c.LookupDelay, ErrInvalidConfig)
 	}
 	return nil
 }
@@ -278,6 +287,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-tick.C:
 			a.emit(ctx, a.now(), a.joiner.Expire(a.now()))
 			a.merger.Expire(a.now())
+			a.lookupsDue(a.now())
 			a.expireAlertWaits(ctx, a.now())
 			a.publishStats()
 		case <-ctx.Done():
@@ -373,7 +383,7 @@ func (a *Agent) emit(ctx context.Context, since time.Time, ups []join.Update) {
 	}
 	a.latency.Observe(time.Since(since).Seconds())
 	a.deliver(ctx, b.Alerts)
-	a.wantLookups(&b)
+	a.wantLookups(a.now(), &b)
 }
 
 // Stats exposes the joiner's counters.

@@ -81,6 +81,7 @@ func startAgentWith(t *testing.T, res Resolver, tune func(*Config), now func() t
 	w := store.NewWriter(st, 100, 10*time.Millisecond, store.WithCommitWhenIdle())
 	cfg := Default()
 	cfg.ExpireEvery = 10 * time.Millisecond
+	cfg.LookupDelay = 0 // the lookup's own tests set it
 	if tune != nil {
 		tune(&cfg)
 	}

@@ -245,6 +245,7 @@ func TestShedRecordComesBack(t *testing.T) {
 	cfg := Default()
 	cfg.ExpireEvery = 10 * time.Millisecond
 	cfg.Join.MaxRecordBytes = 64 << 10
+	cfg.LookupDelay = 0
 	a, err := New(cfg, staticMeta{ctr: {ContainerID: ctr, Namespace: "shop", Pod: "web-0", Container: "app"}}, w,
 		zerolog.Nop(), nil, WithAuditLookup(NewStoredRecords(st), 2))
 	if err != nil {

@@ -22,7 +22,22 @@ type lookupState struct {
 	queue    chan string
 	results  chan lookedUp
 	requests *prometheus.CounterVec
+	// due holds the IDs wanted, in order, until Config.LookupDelay after
+	// they were first wanted (at most maxLookupsDue); dueSet the same IDs.
+	// Only an ID then asked for joins asked.
+	due    []dueLookup
+	dueSet map[string]struct{}
 }
+
+// dueLookup is an ID to look up from at, unless its record came first.
+type dueLookup struct {
+	id string
+	at time.Time
+}
+
+// maxLookupsDue bounds the IDs waiting out the lookup delay: a pod can
+// claim any ID it likes, as many as it likes.
+const maxLookupsDue = 4096
 
 // lookedUp is one lookup's answer: the ID's records and, from a lookup that
 // keeps them (RootLookup), the verified roots stored under it.
@@ -51,7 +66,7 @@ func WithAuditLookup(l auditlog.Lookup, workers int) Option {
 			return
 		}
 		asked, _ := lru.New[string, struct{}](65536)
-		a.lookup = &lookupState{l: l, workers: max(workers, 1), asked: asked,
+		a.lookup = &lookupState{l: l, workers: max(workers, 1), asked: asked, dueSet: map[string]struct{}{},
 			queue: make(chan string, 1024), results: make(chan lookedUp, 64),
 			requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "correlator_agent_audit_lookups_total",
 				Help: "Audit record lookups the agent asked for, by outcome (found, none, error, skipped)."}, []string{"outcome"})}
@@ -62,8 +77,9 @@ func WithAuditLookup(l auditlog.Lookup, workers int) Option {
 }
 
 // wantLookups queues a lookup for every unattributed process whose ID has
-// no record in the joiner.
-func (a *Agent) wantLookups(b *store.Batch) {
+// no record in the joiner, to be asked Config.LookupDelay later unless the
+// record comes by then (lookupsDue).
+func (a *Agent) wantLookups(now time.Time, b *store.Batch) {
 	if a.lookup == nil {
 		return
 	}
@@ -72,16 +88,58 @@ func (a *Agent) wantLookups(b *store.Batch) {
 		if p.AuditID != "" || id == "" || a.lookup.asked.Contains(id) {
 			continue
 		}
+		if _, waiting := a.lookup.dueSet[id]; waiting {
+			continue
+		}
 		if _, ok := a.joiner.Session(id); ok {
 			continue // refused or mismatched, not missing
 		}
-		a.lookup.asked.Add(id, struct{}{})
-		select {
-		case a.lookup.queue <- id:
-		default:
-			a.lookup.asked.Remove(id) // ask again on the next update
-			a.lookup.requests.WithLabelValues("skipped").Inc()
+		if a.cfg.LookupDelay <= 0 {
+			a.lookup.ask(id)
+			continue
 		}
+		if len(a.lookup.due) >= maxLookupsDue {
+			a.lookup.requests.WithLabelValues("skipped").Inc() // wanted again on the next update
+			continue
+		}
+		a.lookup.dueSet[id] = struct{}{}
+		a.lookup.due = append(a.lookup.due, dueLookup{id: id, at: now.Add(a.cfg.LookupDelay)})
+	}
+}
+
+// lookupsDue asks for the IDs whose delay is over and whose record has
+// still not come. Records come as their sessions run or end, through the
+// sources: asking at once cost a store read for every exec session (the
+// soak's agent: five a second, each answered "none"), and kept the ID
+// among those asked, so a lookup made before the record reached
+// Elasticsearch was never made again.
+func (a *Agent) lookupsDue(now time.Time) {
+	if a.lookup == nil {
+		return
+	}
+	n := 0
+	for _, d := range a.lookup.due {
+		if d.at.After(now) {
+			break
+		}
+		n++
+		delete(a.lookup.dueSet, d.id)
+		if _, ok := a.joiner.Session(d.id); ok {
+			continue // it came, or was refused: not missing
+		}
+		a.lookup.ask(d.id)
+	}
+	a.lookup.due = append(a.lookup.due[:0], a.lookup.due[n:]...)
+}
+
+// ask queues a lookup of id; a full queue forgets it, to be asked again.
+func (s *lookupState) ask(id string) {
+	s.asked.Add(id, struct{}{})
+	select {
+	case s.queue <- id:
+	default:
+		s.asked.Remove(id) // ask again on the next update
+		s.requests.WithLabelValues("skipped").Inc()
 	}
 }
 
