@@ -148,9 +148,11 @@ func (s *sampler) chaos(ctx context.Context, storeDir string) error {
 	d := s.cfg.Duration
 	burst := min(20*time.Second, d/20)
 	full := min(time.Minute, d/10)
-	first := [3]time.Duration{10, 20, 30} // percent: a burst, the upgrade, the kill -9
+	first := [4]time.Duration{10, 20, 30, 50} // percent: a burst, the upgrade, the kill -9, the full disk
 	if s.cfg.LongRun {
-		first = [3]time.Duration{5, 10, 15}
+		// The full disk ends before the last agent's warm-up does: in
+		// the sixth hour, at 50 %, it began the slopes' window.
+		first = [4]time.Duration{5, 10, 15, 40}
 	}
 	steps := []struct {
 		at time.Duration
@@ -163,7 +165,7 @@ func (s *sampler) chaos(ctx context.Context, storeDir string) error {
 		{d * first[0] / 100, func() error { return s.burst(ctx, burst) }},
 		{d * first[1] / 100, func() error { return s.restart(syscall.SIGTERM, "upgrade") }},
 		{d * first[2] / 100, func() error { return s.restart(syscall.SIGKILL, "kill -9") }},
-		{d * 50 / 100, func() error { return s.fillDisk(ctx, storeDir, full) }},
+		{d * first[3] / 100, func() error { return s.fillDisk(ctx, storeDir, full) }},
 		{d * 65 / 100, func() error { return s.burst(ctx, burst) }},
 		{d * 90 / 100, func() error { return s.burst(ctx, burst) }},
 	}
