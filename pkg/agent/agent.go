@@ -60,7 +60,7 @@ type Config struct {
 	// LookupDelay is how long after a process first waits for its ID's
 	// record the agent asks its lookups (its store, Elasticsearch) for
 	// it: a record on its way comes through the sources within the audit
-	// lag. 0 asks at once.
+	// lag. 0 asks at once. pkg/node sets it to Join.AuditLag.
 	LookupDelay time.Duration
 	// MemoryLimit caps the Go soft memory limit the agent sets to keep its
 	// footprint near what it holds (footprint): the container's, which

@@ -101,6 +101,9 @@ func (n *Node) build(ctx context.Context) error {
 	// The heuristic leaves a bridged request to its bridge root only when
 	// the kernel captures the bridge's key.
 	cfg.Agent.Join.BridgeCaptured = !cfg.NoCapture && slices.Contains(cfg.Capture.Keys, cfg.Capture.BridgeKey)
+	// A record on its way comes within the audit lag the operator set
+	// (--audit-lag): only then is it looked up.
+	cfg.Agent.LookupDelay = cfg.Agent.Join.AuditLag
 	if w := LateWindow(cfg.Agent.Join.LateWindow, cfg.Retention); w != cfg.Agent.Join.LateWindow {
 		log.Info().Dur("late_window", cfg.Agent.Join.LateWindow).Dur("retention", cfg.Retention).
 			Msg("--late-window is longer than --retention: exec sessions' processes are held for the retention only")
