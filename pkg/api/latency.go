@@ -18,7 +18,9 @@ func NewLatency(reg prometheus.Registerer) (*Latency, error) {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "correlator_api_request_seconds",
 		Help: "Time the REST API took to answer a query, by route (sessions, session, processes, alerts), " +
 			"authentication included.",
-		Buckets: []float64{.001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 10}}, []string{"route"})
+		// Fine around the 10 ms goal: a p99 read between 20 and 50 ms
+		// was the buckets' interpolation as much as the agent's time.
+		Buckets: []float64{.001, .002, .005, .0075, .01, .015, .02, .03, .04, .05, .1, .25, .5, 1, 2.5, 10}}, []string{"route"})
 	if err := reg.Register(h); err != nil {
 		return nil, fmt.Errorf("registering the API's latency: %w", err)
 	}
