@@ -172,6 +172,8 @@ func (v *verifier) waiting() int {
 // none does it read the session's whole tree to say why. Reading every
 // tree (a session of 20 to 400 processes, five a second) was some 25
 // times the responders' queries and doubled their p99 (docs/benchmarks.md).
+// The user filter also matches a session that impersonated the user; the
+// load's requests impersonate no one.
 func (v *verifier) check(ctx context.Context, a ackedReq) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

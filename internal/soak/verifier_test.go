@@ -12,8 +12,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/api"
+	"github.com/execid/correlator/pkg/auditlog"
 	"github.com/execid/correlator/pkg/capture"
 	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
