@@ -185,14 +185,23 @@ func (s *Store) commandFilter(ctx context.Context, sub, cur string) (m commandMa
 	return m, true, nil
 }
 
+// matchCommandsSQL selects the distinct command lines holding a substring.
+var matchCommandsSQL = `SELECT id, first_start, last_start FROM commands WHERE ` + holdsBytes("line")
+
 // matchCommands reads the distinct command lines holding sub ("": none
-// sought).
+// sought), with the read pool's prepared statement (readQueries).
 func (s *Store) matchCommands(ctx context.Context, sub string) (commandMatch, error) {
 	var m commandMatch
 	if sub == "" {
 		return m, nil
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT id, first_start, last_start FROM commands WHERE `+holdsBytes("line"), sub)
+	var rows *sql.Rows
+	var err error
+	if st := s.reads.lookup(matchCommandsSQL); st != nil {
+		rows, err = st.QueryContext(ctx, sub)
+	} else {
+		rows, err = s.r.QueryContext(ctx, matchCommandsSQL, sub)
+	}
 	if err != nil {
 		return m, fmt.Errorf("searching command lines: %w", err)
 	}

@@ -120,12 +120,12 @@ func (c *stmtCache) size() int {
 	return len(c.m)
 }
 
-// readQueries are the fixed queries a session's tree and a listing's runs
-// make, prepared once on the read pool: modernc's SQLite parses a
-// statement in about the time a session's small query takes (make soak's
-// session tree spent a third of its CPU preparing).
+// readQueries are the fixed queries a session's tree, a listing's runs and
+// a command search make, prepared once on the read pool: modernc's SQLite
+// parses a statement in about the time a session's small query takes (make
+// soak's session tree spent a third of its CPU preparing).
 var readQueries = []string{sessionRowSQL, sessionProcessesSQL("audit_id"), sessionProcessesSQL("claimed_audit_id"),
-	sessionRunsSQL("audit_id"), sessionRunsSQL("claimed_audit_id"), runReadSQL, auditRecordsSQL}
+	sessionRunsSQL("audit_id"), sessionRunsSQL("claimed_audit_id"), runReadSQL, auditRecordsSQL, matchCommandsSQL}
 
 // readStmt is q in tx: the read pool's prepared statement where q is one
 // of readQueries (prepared on tx's connection once), else prepared anew.
