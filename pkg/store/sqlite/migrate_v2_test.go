@@ -147,7 +147,8 @@ func insertOldProcesses(t *testing.T, db *sql.DB, ps ...join.Process) {
 func createOldSchema(t *testing.T, db *sql.DB, version int, edit func(string) string) {
 	t.Helper()
 	for _, stmt := range schemaV1 {
-		if version < 9 && slices.Contains(runTables, stmt) || version < 11 && slices.Contains(runCommandTables, stmt) {
+		if version < 9 && slices.Contains(runTables, stmt) || version < 11 && slices.Contains(runCommandTables, stmt) ||
+			version < 12 && stmt == commandsLineIndex {
 			continue
 		}
 		if version < 10 {

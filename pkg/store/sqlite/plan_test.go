@@ -139,6 +139,12 @@ func TestQueryPlans(t *testing.T) {
 	plan = queryPlan(t, s, processesBeforeSQL, []any{1, 0, 0, 10})
 	t.Logf("processes started before a cut: %s", plan)
 	checkPlan(t, plan, "processes_start")
+	// A command search walks the lines' index, not the commands' rows.
+	plan = queryPlan(t, s, matchCommandsSQL, []any{"rm"})
+	t.Logf("command lines holding a substring: %s", plan)
+	if !strings.Contains(plan, "COVERING INDEX commands_line") {
+		t.Errorf("plan %q does not read commands_line alone", plan)
+	}
 	// A session's tree and its claimants.
 	for col, index := range map[string]string{"audit_id": "processes_audit", "claimed_audit_id": "processes_claimed"} {
 		plan := queryPlan(t, s, sessionProcessesSQL(col), []any{"a", 10})
