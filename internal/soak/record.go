@@ -152,14 +152,15 @@ func (s *sampler) chaos(ctx context.Context, storeDir string) error {
 	full := min(time.Minute, d/10)
 	first := [4]time.Duration{10, 20, 30, 50} // percent: a burst, the upgrade, the kill -9, the full disk
 	if s.cfg.LongRun {
-		// The restarts come first, then the last agent's first burst and
-		// the full disk, both within its warm-up: the first burst of an
-		// agent's life raises what it holds to a burst's size (the maps,
-		// the SQLite and Go heaps), a step once, not a leak; the later
-		// bursts, in the slopes' window, show whether it repeats. (In
-		// the sixth hour the full disk began the window, and the last
-		// agent's first burst was in it.)
-		first = [4]time.Duration{20, 5, 10, 35}
+		// The restarts come first, then the full disk and the last
+		// agent's first burst, both within its warm-up, the burst once
+		// its late window is full (its 15th minute): a burst on top of
+		// the held processes raises the Go runtime's kept pages to their
+		// ceiling (the goal and 10 %), a step once, not a leak; the later
+		// bursts, in the slopes' window, show whether it repeats. (The
+		// seventh hour's first burst came at the 6th minute, with the
+		// window half full; its step came at the burst at 39.)
+		first = [4]time.Duration{35, 5, 10, 20}
 	}
 	steps := []chaosStep{
 		// The restarts come early, so the last agent lives most of the
