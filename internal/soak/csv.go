@@ -29,6 +29,8 @@ func sampleColumns() []column[Sample] {
 		int64Col("rss_bytes", func(s *Sample) *int64 { return &s.RSSBytes }),
 		int64Col("anon_bytes", func(s *Sample) *int64 { return &s.AnonBytes }),
 		int64Col("heap_bytes", func(s *Sample) *int64 { return &s.HeapBytes }),
+		int64Col("heap_kept_bytes", func(s *Sample) *int64 { return &s.HeapKeptBytes }),
+		int64Col("next_gc_bytes", func(s *Sample) *int64 { return &s.NextGCBytes }),
 		intCol("goroutines", func(s *Sample) *int { return &s.Goroutines }),
 		intCol("open_files", func(s *Sample) *int { return &s.OpenFiles }),
 		floatCol("exec_rate", func(s *Sample) *float64 { return &s.ExecRate }),

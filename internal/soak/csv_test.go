@@ -11,28 +11,30 @@ import (
 
 func fullSample() Sample {
 	return Sample{
-		At:           time.Date(2025, 3, 1, 12, 30, 45, 123456789, time.FixedZone("CET", 3600)),
-		Elapsed:      3*time.Hour + 2*time.Second + 5,
-		Agent:        2,
-		Phase:        `disk-full, "quoted"`,
-		RSSBytes:     48 << 20,
-		AnonBytes:    30 << 20,
-		HeapBytes:    21<<20 + 7,
-		Goroutines:   64,
-		OpenFiles:    31,
-		ExecRate:     52.125,
-		CPUPerExecUS: 41.3,
-		StoreBytes:   210 << 20,
-		WALBytes:     4 << 20,
-		RingDrops:    1,
-		Evictions:    12,
-		StoreDropped: math.MaxInt64,
-		Queries:      40,
-		QueryP99MS:   0.1 + 0.2, // not a short decimal
-		QueryFails:   3,
-		Acked:        41000,
-		Verified:     40990,
-		Lost:         -1,
+		At:            time.Date(2025, 3, 1, 12, 30, 45, 123456789, time.FixedZone("CET", 3600)),
+		Elapsed:       3*time.Hour + 2*time.Second + 5,
+		Agent:         2,
+		Phase:         `disk-full, "quoted"`,
+		RSSBytes:      48 << 20,
+		AnonBytes:     30 << 20,
+		HeapBytes:     21<<20 + 7,
+		HeapKeptBytes: 25<<20 + 3,
+		NextGCBytes:   24 << 20,
+		Goroutines:    64,
+		OpenFiles:     31,
+		ExecRate:      52.125,
+		CPUPerExecUS:  41.3,
+		StoreBytes:    210 << 20,
+		WALBytes:      4 << 20,
+		RingDrops:     1,
+		Evictions:     12,
+		StoreDropped:  math.MaxInt64,
+		Queries:       40,
+		QueryP99MS:    0.1 + 0.2, // not a short decimal
+		QueryFails:    3,
+		Acked:         41000,
+		Verified:      40990,
+		Lost:          -1,
 	}
 }
 
@@ -89,7 +91,7 @@ func TestWriteCSVFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	wantHeader := "at,elapsed_s,agent,phase,rss_bytes,anon_bytes,heap_bytes,goroutines,open_files,exec_rate,cpu_per_exec_us," +
+	wantHeader := "at,elapsed_s,agent,phase,rss_bytes,anon_bytes,heap_bytes,heap_kept_bytes,next_gc_bytes,goroutines,open_files,exec_rate,cpu_per_exec_us," +
 		"store_bytes,wal_bytes,ring_drops,evictions,store_dropped,queries,query_p99_ms,query_fails,acked,verified,lost"
 	if len(lines) != 2 || lines[0] != wantHeader {
 		t.Fatalf("got\n%s", buf.String())

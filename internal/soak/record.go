@@ -104,6 +104,7 @@ func (s *sampler) sample(ctx context.Context) {
 	}
 	smp.Agent = p.gen
 	smp.RSSBytes, smp.AnonBytes, smp.HeapBytes = r.rss, r.anon, int64(r.heap)
+	smp.HeapKeptBytes, smp.NextGCBytes = int64(r.heapKept), int64(r.nextGC)
 	smp.Goroutines, smp.OpenFiles = int(r.goroutines), r.fds
 	if s.last.valid && s.last.gen == p.gen {
 		dt := now.Sub(s.last.at).Seconds()

@@ -36,6 +36,12 @@ type Figures struct {
 
 	MemorySlopeMiBPerHour float64 // anonymous memory (RssAnon)
 	HeapSlopeMiBPerHour   float64
+	// RestSlopeMiBPerHour is RssAnon's less the Go heap's kept pages
+	// (Sample.HeapKeptBytes): SQLite's memory, the stacks, the runtime's
+	// own. With MaxKeptOverGoal it tells a leak from the runtime keeping
+	// what a burst touched, up to about its goal and 10 %.
+	RestSlopeMiBPerHour float64
+	MaxKeptOverGoal     float64 // the segment's largest HeapKeptBytes / NextGCBytes
 	MaxRSSMiB             float64 // VmRSS, with the binary's pages and the ring buffer's
 	MaxAnonMiB            float64
 	MaxHeapMiB            float64
@@ -98,7 +104,7 @@ func Summarize(samples []Sample, events []Event, warmUp time.Duration, queryP99 
 	f := Figures{
 		WarmUp:                warmUp,
 		QueryP99MS:            queryP99,
-		MemorySlopeMiBPerHour: nan, HeapSlopeMiBPerHour: nan,
+		MemorySlopeMiBPerHour: nan, HeapSlopeMiBPerHour: nan, RestSlopeMiBPerHour: nan, MaxKeptOverGoal: nan,
 		MaxRSSMiB: nan, MaxAnonMiB: nan, MaxHeapMiB: nan,
 		CPUPerExecStartUS: nan, CPUPerExecEndUS: nan, CPUPerExecChangePct: nan,
 		ExecRateMedian: nan, ExecRateMax: nan,
@@ -176,6 +182,7 @@ func Summarize(samples []Sample, events []Event, warmUp time.Duration, queryP99 
 	f.SlopeFrom, f.SlopeTo = seg[0].Elapsed, seg[len(seg)-1].Elapsed
 	f.MemorySlopeMiBPerHour = slopePerHour(seg, func(x Sample) float64 { return float64(x.AnonBytes) / mib })
 	f.HeapSlopeMiBPerHour = slopePerHour(seg, func(x Sample) float64 { return float64(x.HeapBytes) / mib })
+	f.RestSlopeMiBPerHour, f.MaxKeptOverGoal = restOfMemory(seg)
 	f.OpenFilesStart, f.OpenFilesEnd = edgeMedians(seg, func(x Sample) float64 { return float64(x.OpenFiles) })
 	f.GoroutinesStart, f.GoroutinesEnd = edgeMedians(seg, func(x Sample) float64 { return float64(x.Goroutines) })
 	var busy []Sample
@@ -189,6 +196,25 @@ func Summarize(samples []Sample, events []Event, warmUp time.Duration, queryP99 
 		f.CPUPerExecChangePct = (f.CPUPerExecEndUS - f.CPUPerExecStartUS) / f.CPUPerExecStartUS * 100
 	}
 	return f
+}
+
+// restOfMemory is seg's slope of RssAnon less the Go heap's kept pages and
+// the largest ratio of those pages to the heap's goal, over the readings
+// that have both (NaN, NaN with too few: a run from before they were
+// sampled).
+func restOfMemory(seg []Sample) (slope, keptOverGoal float64) {
+	var with []Sample
+	keptOverGoal = math.NaN()
+	for _, x := range seg {
+		if x.HeapKeptBytes > 0 && x.NextGCBytes > 0 {
+			with = append(with, x)
+			keptOverGoal = maxNaN(keptOverGoal, float64(x.HeapKeptBytes)/float64(x.NextGCBytes))
+		}
+	}
+	if len(with) < minSegmentSamples {
+		return math.NaN(), math.NaN()
+	}
+	return slopePerHour(with, func(x Sample) float64 { return float64(x.AnonBytes-x.HeapKeptBytes) / mib }), keptOverGoal
 }
 
 // sortedSamples returns a copy in Elapsed order.
@@ -319,6 +345,8 @@ func (f Figures) String() string {
 	line("slopes measured on", seg)
 	line("memory (RssAnon) slope", withUnit(f.MemorySlopeMiBPerHour, "MiB/h"))
 	line("heap slope", withUnit(f.HeapSlopeMiBPerHour, "MiB/h"))
+	line("slope outside the heap", withUnit(f.RestSlopeMiBPerHour, "MiB/h"))
+	line("heap kept / goal, most", withUnit(f.MaxKeptOverGoal, ""))
 	line("max RssAnon", withUnit(f.MaxAnonMiB, "MiB"))
 	line("max RSS (VmRSS)", withUnit(f.MaxRSSMiB, "MiB"))
 	line("max heap", withUnit(f.MaxHeapMiB, "MiB"))

@@ -87,6 +87,36 @@ func TestSummarizeLinear(t *testing.T) {
 	}
 }
 
+// TestSummarizeRestOfMemory: RssAnon that steps up only with the Go
+// heap's kept pages (bursts the runtime keeps, up to its goal and 10 %)
+// has no slope outside the heap; a rest that grows does, and readings
+// without the kept pages (an older run's CSV) give none.
+func TestSummarizeRestOfMemory(t *testing.T) {
+	steps := func(rest float64) func(time.Duration) Sample {
+		return func(d time.Duration) Sample {
+			s := flat(d)
+			kept := 40 + 2*math.Floor(d.Hours()) // a step each hour
+			s.HeapKeptBytes = int64(kept * mib)
+			s.NextGCBytes = int64(50 * mib)
+			s.AnonBytes = int64((kept + 20 + rest*d.Hours()) * mib)
+			return s
+		}
+	}
+	f := Summarize(samplesOf(1, 0, 6*time.Hour, steps(0)), nil, 10*time.Minute, 0)
+	if f.MemorySlopeMiBPerHour < 1 || !near(f.RestSlopeMiBPerHour, 0, 0.01) || !near(f.MaxKeptOverGoal, 50.0/50, 0.01) {
+		t.Errorf("RssAnon slope %v, outside the heap %v MiB/h, kept/goal %v; want > 1, 0, 1",
+			f.MemorySlopeMiBPerHour, f.RestSlopeMiBPerHour, f.MaxKeptOverGoal)
+	}
+	f = Summarize(samplesOf(1, 0, 6*time.Hour, steps(3)), nil, 10*time.Minute, 0)
+	if !near(f.RestSlopeMiBPerHour, 3, 0.01) {
+		t.Errorf("outside the heap %v MiB/h, want 3", f.RestSlopeMiBPerHour)
+	}
+	f = Summarize(samplesOf(1, 0, 6*time.Hour, flat), nil, 10*time.Minute, 0)
+	if !math.IsNaN(f.RestSlopeMiBPerHour) || !math.IsNaN(f.MaxKeptOverGoal) {
+		t.Errorf("without kept pages: %v, %v, want n/a", f.RestSlopeMiBPerHour, f.MaxKeptOverGoal)
+	}
+}
+
 // threeAgents is 6 hours: an upgrade at 1h, a kill -9 at 2h30m and 30
 // seconds with no agent after each; the third process lives longest.
 func threeAgents() ([]Sample, []Event) {

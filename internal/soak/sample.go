@@ -20,6 +20,13 @@ type Sample struct {
 	RSSBytes   int64 // the agent's resident set (VmRSS): with the binary's pages and the mapped ring buffer
 	AnonBytes  int64 // RssAnon: the agent's own memory (Go's heap and stacks, SQLite's), what a leak grows
 	HeapBytes  int64 // go_memstats_heap_inuse_bytes
+	// HeapKeptBytes is the Go heap's resident pages: in use, and idle
+	// but not yet given back (heap_inuse + heap_idle - heap_released).
+	// The runtime keeps what a burst touched while this is under about
+	// its goal and 10 %; RssAnon less it is SQLite's, the stacks' and
+	// the runtime's own.
+	HeapKeptBytes int64
+	NextGCBytes   int64 // go_memstats_next_gc_bytes: the heap's goal
 	Goroutines int   // go_goroutines
 	OpenFiles  int   // entries in /proc/PID/fd
 

@@ -19,7 +19,8 @@ import (
 type reading struct {
 	rss, anon, cpuTicks  int64
 	fds                  int
-	heap                 float64
+	heap, heapKept       float64
+	nextGC               float64
 	goroutines           float64
 	execs                float64 // correlator_agent_events_total{kind="exec"}
 	ringDrops, evictions float64
@@ -117,6 +118,8 @@ func scrape(ctx context.Context, base string, r *reading) error {
 		return fmt.Errorf("parsing metrics: %w", err)
 	}
 	r.heap = sum(fams, "go_memstats_heap_inuse_bytes", nil)
+	r.heapKept = r.heap + sum(fams, "go_memstats_heap_idle_bytes", nil) - sum(fams, "go_memstats_heap_released_bytes", nil)
+	r.nextGC = sum(fams, "go_memstats_next_gc_bytes", nil)
 	r.goroutines = sum(fams, "go_goroutines", nil)
 	r.execs = sum(fams, "correlator_agent_events_total", map[string]string{"kind": "exec"})
 	r.ringDrops = sum(fams, "correlator_capture_ringbuf_drops_total", nil)

@@ -48,6 +48,7 @@ func soakPanels() []panel {
 			{"RSS", always(func(s Sample) float64 { return float64(s.RSSBytes) / mib }), true},
 			{"RssAnon", always(func(s Sample) float64 { return float64(s.AnonBytes) / mib }), true},
 			{"Go heap", always(func(s Sample) float64 { return float64(s.HeapBytes) / mib }), true},
+			{"Go heap kept", func(s Sample) (float64, bool) { return float64(s.HeapKeptBytes) / mib, s.HeapKeptBytes > 0 }, true},
 		}},
 		{"agent CPU per exec (µs)", []series{
 			{"CPU per exec", func(s Sample) (float64, bool) { return s.CPUPerExecUS, s.ExecRate > 0 }, false},
