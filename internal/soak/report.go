@@ -42,9 +42,9 @@ type Figures struct {
 	// what a burst touched, up to about its goal and 10 %.
 	RestSlopeMiBPerHour float64
 	MaxKeptOverGoal     float64 // the segment's largest HeapKeptBytes / NextGCBytes
-	MaxRSSMiB             float64 // VmRSS, with the binary's pages and the ring buffer's
-	MaxAnonMiB            float64
-	MaxHeapMiB            float64
+	MaxRSSMiB           float64 // VmRSS, with the binary's pages and the ring buffer's
+	MaxAnonMiB          float64
+	MaxHeapMiB          float64
 
 	// Medians over the first and the last tenth (at least
 	// minEdgeSamples) of the segment's readings with execs.

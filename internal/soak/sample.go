@@ -17,9 +17,9 @@ type Sample struct {
 	Agent   int           // which agent process, 1 for the first; 0 when none ran
 	Phase   string        // what the soak was doing: "", "disk-full", "restarting"
 
-	RSSBytes   int64 // the agent's resident set (VmRSS): with the binary's pages and the mapped ring buffer
-	AnonBytes  int64 // RssAnon: the agent's own memory (Go's heap and stacks, SQLite's), what a leak grows
-	HeapBytes  int64 // go_memstats_heap_inuse_bytes
+	RSSBytes  int64 // the agent's resident set (VmRSS): with the binary's pages and the mapped ring buffer
+	AnonBytes int64 // RssAnon: the agent's own memory (Go's heap and stacks, SQLite's), what a leak grows
+	HeapBytes int64 // go_memstats_heap_inuse_bytes
 	// HeapKeptBytes is the Go heap's resident pages: in use, and idle
 	// but not yet given back (heap_inuse + heap_idle - heap_released).
 	// The runtime keeps what a burst touched while this is under about
@@ -27,8 +27,8 @@ type Sample struct {
 	// the runtime's own.
 	HeapKeptBytes int64
 	NextGCBytes   int64 // go_memstats_next_gc_bytes: the heap's goal
-	Goroutines int   // go_goroutines
-	OpenFiles  int   // entries in /proc/PID/fd
+	Goroutines    int   // go_goroutines
+	OpenFiles     int   // entries in /proc/PID/fd
 
 	ExecRate     float64 // execs the agent saw per second over the interval
 	CPUPerExecUS float64 // the agent's user+system CPU over the interval per exec seen, µs; 0 when none
