@@ -75,9 +75,14 @@ func BenchmarkQuerySoakAfterWrite(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	runBenchQueriesAfter(b, d, soakQueries(d), write)
+}
+
+// soakQueries are make soak's who, tree and command search on soakStore.
+func soakQueries(d *benchData) []benchQuery {
 	cmd := store.ProcessFilter{Command: "/bin/sleep 5", Pod: "runner-0", Limit: 100}
 	who := store.SessionFilter{Namespace: "ci", Pod: "runner-0", Limit: 50}
-	runBenchQueriesAfter(b, d, []benchQuery{
+	return []benchQuery{
 		{"Who", func(*rand.Rand) (int, error) {
 			page, _, err := d.store.ListSessions(context.Background(), who)
 			return len(page), err
@@ -90,7 +95,7 @@ func BenchmarkQuerySoakAfterWrite(b *testing.B) {
 			page, _, err := d.store.ListProcesses(context.Background(), cmd)
 			return len(page), err
 		}},
-	}, write)
+	}
 }
 
 // soakStore is the store the soak benchmarks read.

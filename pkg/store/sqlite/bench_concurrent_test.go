@@ -20,23 +20,7 @@ import (
 // its tail against BenchmarkQuerySoakAfterWrite's.
 func BenchmarkQuerySoakWhileWriting(b *testing.B) {
 	d := soakStore(b)
-	cmd := store.ProcessFilter{Command: "/bin/sleep 5", Pod: "runner-0", Limit: 100}
-	who := store.SessionFilter{Namespace: "ci", Pod: "runner-0", Limit: 50}
-	queries := []benchQuery{
-		{"Who", func(*rand.Rand) (int, error) {
-			page, _, err := d.store.ListSessions(context.Background(), who)
-			return len(page), err
-		}},
-		{"Tree", func(rng *rand.Rand) (int, error) {
-			s, err := d.store.GetSession(context.Background(), fmt.Sprintf("00000000-0000-4000-8000-%012d", 2999-rng.IntN(100)))
-			return len(s.Processes), err
-		}},
-		{"Command", func(*rand.Rand) (int, error) {
-			page, _, err := d.store.ListProcesses(context.Background(), cmd)
-			return len(page), err
-		}},
-	}
-	for _, q := range queries {
+	for _, q := range soakQueries(d) {
 		b.Run(q.name, func(b *testing.B) {
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
