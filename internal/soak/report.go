@@ -39,7 +39,7 @@ type Figures struct {
 	// RestSlopeMiBPerHour is RssAnon's less the Go heap's kept pages
 	// (Sample.HeapKeptBytes): SQLite's memory, the stacks, the runtime's
 	// own. With MaxKeptOverGoal it tells a leak from the runtime keeping
-	// what a burst touched, up to about its goal and 10 %.
+	// what a burst touched, up to about its goal and a quarter.
 	RestSlopeMiBPerHour float64
 	MaxKeptOverGoal     float64 // the segment's largest HeapKeptBytes / NextGCBytes
 	MaxRSSMiB           float64 // VmRSS, with the binary's pages and the ring buffer's

@@ -88,7 +88,7 @@ func TestSummarizeLinear(t *testing.T) {
 }
 
 // TestSummarizeRestOfMemory: RssAnon that steps up only with the Go
-// heap's kept pages (bursts the runtime keeps, up to its goal and 10 %)
+// heap's kept pages (bursts the runtime keeps, up to about its goal and a quarter)
 // has no slope outside the heap; a rest that grows does, and readings
 // without the kept pages (an older run's CSV) give none.
 func TestSummarizeRestOfMemory(t *testing.T) {

@@ -23,6 +23,7 @@ func BenchmarkQuerySoakWhileWriting(b *testing.B) {
 	for _, q := range soakQueries(d) {
 		b.Run(q.name, func(b *testing.B) {
 			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel() // b.Fatal below must not leave the writer running
 			var wg sync.WaitGroup
 			var werr error
 			wg.Go(func() { werr = writeEvery(ctx, d.store, 10*time.Millisecond, 3) })
@@ -46,10 +47,9 @@ func BenchmarkQuerySoakWhileWriting(b *testing.B) {
 				b.Fatal(werr)
 			}
 			slices.Sort(lat)
-			pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
-			b.ReportMetric(pct(0.50), "p50-ms")
-			b.ReportMetric(pct(0.99), "p99-ms")
-			b.ReportMetric(pct(1), "max-ms")
+			b.ReportMetric(percentileMS(lat, 0.50), "p50-ms")
+			b.ReportMetric(percentileMS(lat, 0.99), "p99-ms")
+			b.ReportMetric(percentileMS(lat, 1), "max-ms")
 		})
 	}
 }

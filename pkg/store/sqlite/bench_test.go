@@ -268,15 +268,18 @@ func runBenchQueriesAfter(b *testing.B, d *benchData, queries []benchQuery, befo
 			}
 			b.StopTimer()
 			slices.Sort(lat)
-			pct := func(p float64) float64 {
-				return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000
-			}
+			pct := func(p float64) float64 { return percentileMS(lat, p) }
 			b.ReportMetric(pct(0.50), "p50-ms")
 			b.ReportMetric(pct(0.99), "p99-ms")
 			b.ReportMetric(float64(rows)/float64(b.N), "rows/op")
 			b.ReportMetric(d.size, "store-MiB")
 		})
 	}
+}
+
+// percentileMS is the p-th quantile of sorted latencies, in ms.
+func percentileMS(sorted []time.Duration, p float64) float64 {
+	return float64(sorted[int(p*float64(len(sorted)-1))].Microseconds()) / 1000
 }
 
 func countRows(s *Store, q string, args ...any) (int, error) {

@@ -123,11 +123,6 @@ func auditRecordsTable(name string) string {
 	) WITHOUT ROWID`
 }
 
-// processesAttributionIndex leaves out inherited processes, most rows by
-// far: a filter on another attribution (a root, a tampered or ambiguous
-// process) names the index's condition to walk it (processesListing); one
-// on inherited walks processes_start, where nearly every row matches.
-
 // commandsLineIndex holds what a command search reads of each line
 // (matchCommandsSQL), its span and (as every index) its id: the search
 // walks it instead of the table's rows, which hold the argv's JSON too,
@@ -185,6 +180,10 @@ var processesTable = []string{
 	processesAttributionIndex,
 }
 
+// processesAttributionIndex leaves out inherited processes, most rows by
+// far: a filter on another attribution (a root, a tampered or ambiguous
+// process) names the index's condition to walk it (processesListing); one
+// on inherited walks processes_start, where nearly every row matches.
 const processesAttributionIndex = `CREATE INDEX processes_attribution ON processes (attribution, start)
 	WHERE attribution != '` + string(vocab.AttributionInherited) + `'`
 
