@@ -148,7 +148,7 @@ test: deps-test
 ## soak: the real agent (BPF, runc, SQLite, the webhook, a file alert sink)
 ## under a busy node's load for SOAK_DURATION (default 1h; make test runs
 ## three minutes of it): an upgrade, a kill -9, the store's disk full, short
-## retention; prints the figures and writes samples.csv, events.csv,
+## retention; prints the figures and writes samples.csv, events.csv, queries.csv,
 ## figures.txt and soak.svg to SOAK_OUT (internal/soak, docs/benchmarks.md).
 SOAK_DURATION ?= 1h
 SOAK_OUT      ?= $(CURDIR)/soak-out

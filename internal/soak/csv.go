@@ -57,6 +57,15 @@ func eventColumns() []column[Event] {
 	}
 }
 
+func queryColumns() []column[Query] {
+	return []column[Query]{
+		timeCol("at", func(q *Query) *time.Time { return &q.At }),
+		secondsCol("elapsed_s", func(q *Query) *time.Duration { return &q.Elapsed }),
+		textCol("kind", func(q *Query) *string { return &q.Kind }),
+		secondsCol("took_s", func(q *Query) *time.Duration { return &q.Took }),
+	}
+}
+
 // WriteCSV writes samples as CSV with a header row: At in RFC 3339 with
 // nanoseconds (UTC), Elapsed in decimal seconds, exact to the nanosecond.
 func WriteCSV(w io.Writer, samples []Sample) error {
@@ -77,6 +86,17 @@ func WriteEventsCSV(w io.Writer, events []Event) error {
 // ReadEventsCSV reads what WriteEventsCSV wrote.
 func ReadEventsCSV(r io.Reader) ([]Event, error) {
 	return readTable(r, eventColumns(), "soak events")
+}
+
+// WriteQueriesCSV writes every timed query, in the format of WriteCSV:
+// the tail's moments and kinds, which the samples' p99 per interval hides.
+func WriteQueriesCSV(w io.Writer, queries []Query) error {
+	return writeTable(w, queryColumns(), queries, "soak queries")
+}
+
+// ReadQueriesCSV reads what WriteQueriesCSV wrote.
+func ReadQueriesCSV(r io.Reader) ([]Query, error) {
+	return readTable(r, queryColumns(), "soak queries")
 }
 
 func writeTable[T any](w io.Writer, cols []column[T], rows []T, what string) error {

@@ -184,6 +184,28 @@ func TestEventsCSVRoundTrip(t *testing.T) {
 	}
 }
 
+func TestQueriesCSVRoundTrip(t *testing.T) {
+	start := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	queries := []Query{
+		{At: start.Add(2 * time.Second), Elapsed: 2 * time.Second, Kind: "who", Took: 1234567 * time.Nanosecond},
+		{At: start.Add(time.Hour + 1), Elapsed: time.Hour + 1, Kind: "processes by command", Took: 18 * time.Millisecond},
+	}
+	var buf bytes.Buffer
+	if err := WriteQueriesCSV(&buf, queries); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(buf.String(), "at,elapsed_s,kind,took_s\n2025-03-01T12:00:02Z,2,who,0.001234567\n") {
+		t.Errorf("got\n%s", buf.String())
+	}
+	got, err := ReadQueriesCSV(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, queries) {
+		t.Errorf("got %+v\nwant %+v", got, queries)
+	}
+}
+
 // FuzzReadCSV: any input is read or refused with an error, never a
 // panic; what is read writes back and reads again to the same bytes.
 func FuzzReadCSV(f *testing.F) {
@@ -212,6 +234,15 @@ func FuzzReadCSV(f *testing.F) {
 				t.Fatalf("read %+v, which does not write: %v", e, err)
 			}
 			if _, err := ReadEventsCSV(bytes.NewReader(one.Bytes())); err != nil {
+				t.Fatalf("wrote %q, which does not read: %v", one.Bytes(), err)
+			}
+		}
+		if q, err := ReadQueriesCSV(bytes.NewReader(b)); err == nil {
+			var one bytes.Buffer
+			if err := WriteQueriesCSV(&one, q); err != nil {
+				t.Fatalf("read %+v, which does not write: %v", q, err)
+			}
+			if _, err := ReadQueriesCSV(bytes.NewReader(one.Bytes())); err != nil {
 				t.Fatalf("wrote %q, which does not read: %v", one.Bytes(), err)
 			}
 		}

@@ -24,10 +24,11 @@ type queries struct {
 	load  *load
 	up    func() bool // an agent is running (a failed query then counts)
 
+	start time.Time // the soak's, for each query's Elapsed
+
 	mu        sync.Mutex
 	latencies []time.Duration // since the last sample
-	all       []time.Duration // the whole run's, for its p99
-	byKind    map[string][]time.Duration
+	log       []Query         // the whole run's (queries.csv), for its p99s
 	fails     atomic.Int64
 	lastErr   atomic.Value
 }
@@ -64,6 +65,7 @@ func (q *queries) run(ctx context.Context, interval time.Duration) {
 }
 
 func (q *queries) time(kind, url string) {
+	at := time.Now()
 	d, err := q.timer.get(url)
 	if err != nil {
 		if q.up() {
@@ -74,11 +76,7 @@ func (q *queries) time(kind, url string) {
 	}
 	q.mu.Lock()
 	q.latencies = append(q.latencies, d)
-	q.all = append(q.all, d)
-	if q.byKind == nil {
-		q.byKind = map[string][]time.Duration{}
-	}
-	q.byKind[kind] = append(q.byKind[kind], d)
+	q.log = append(q.log, Query{At: at, Elapsed: at.Sub(q.start), Kind: kind, Took: d})
 	q.mu.Unlock()
 }
 
@@ -89,6 +87,23 @@ func (q *queries) interval() []time.Duration {
 	out := q.latencies
 	q.latencies = nil
 	return out
+}
+
+// p99s returns the p99 of every query and of each kind's, in ms.
+func (q *queries) p99s() (all float64, byKind map[string]float64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ds := make([]time.Duration, len(q.log))
+	kinds := map[string][]time.Duration{}
+	for i, e := range q.log {
+		ds[i] = e.Took
+		kinds[e.Kind] = append(kinds[e.Kind], e.Took)
+	}
+	byKind = map[string]float64{}
+	for k, ds := range kinds {
+		byKind[k] = p99(ds)
+	}
+	return p99(ds), byKind
 }
 
 // p99 of ds in ms, 0 for none.

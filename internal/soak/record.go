@@ -267,13 +267,10 @@ func (s *sampler) result() *Result {
 	res := &Result{Samples: s.samples, Events: s.events, Sessions: s.l.sessions.Load(), IDless: s.l.idless.Load(),
 		ExecErrors: s.l.execErrs.Load(), PostRetries: s.l.postRetries.Load(),
 		Unattributed: s.v.unattributed.Load(), SawUnwritable: s.sawUnwritable, Agents: s.ag.gen}
-	s.q.mu.Lock()
-	res.QueryP99 = p99(s.q.all)
+	res.QueryP99, res.QueryP99ByKind = s.q.p99s()
 	res.AgentQueryP99 = s.api.quantile(0.99)
-	res.QueryP99ByKind = map[string]float64{}
-	for k, ds := range s.q.byKind {
-		res.QueryP99ByKind[k] = p99(ds)
-	}
+	s.q.mu.Lock()
+	res.Queries = slices.Clone(s.q.log)
 	s.q.mu.Unlock()
 	if e, ok := s.l.firstExecErr.Load().(string); ok {
 		res.ExecErr = e

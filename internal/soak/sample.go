@@ -55,3 +55,11 @@ type Event struct {
 	Elapsed time.Duration
 	What    string // "upgrade", "kill -9", "disk full", "disk freed"
 }
+
+// Query is one responder query the soak timed from its timer process.
+type Query struct {
+	At      time.Time
+	Elapsed time.Duration // since the soak's start
+	Kind    string        // "who", "sessions by user", "session tree", "processes by command"
+	Took    time.Duration // from the request's write to the body's last byte, at the client
+}

@@ -52,9 +52,10 @@ type Result struct {
 	LostIDs                                   []string
 	QueryErr                                  string // the last failed query's error
 	QueryP99ByKind                            map[string]float64
-	ExecErr                                   string // the first failed session's error
-	SawUnwritable                             bool   // the store said it could not write while the disk was full
-	RetentionPasses                           int    // passes that deleted something, from the agents' logs
+	Queries                                   []Query // every timed query (queries.csv)
+	ExecErr                                   string  // the first failed session's error
+	SawUnwritable                             bool    // the store said it could not write while the disk was full
+	RetentionPasses                           int     // passes that deleted something, from the agents' logs
 	Agents                                    int
 }
 
@@ -101,9 +102,10 @@ func Run(ctx context.Context, t testing.TB, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer tm.close()
-	q := &queries{base: ag.base, timer: tm, load: l, up: func() bool { return ag.current() != nil }}
+	start := time.Now()
+	q := &queries{base: ag.base, timer: tm, load: l, start: start, up: func() bool { return ag.current() != nil }}
 	v := &verifier{client: client, load: l, settle: 10 * time.Second, giveUp: 90 * time.Second}
-	s := &sampler{cfg: cfg, ag: ag, db: db, q: q, v: v, l: l, start: time.Now()}
+	s := &sampler{cfg: cfg, ag: ag, db: db, q: q, v: v, l: l, start: start}
 
 	runCtx, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()

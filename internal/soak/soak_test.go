@@ -18,7 +18,7 @@ import (
 // TestSoak is make soak: the real agent (BPF, runc containers, SQLite on
 // its own disk, the webhook, a file alert sink) under a busy node's load
 // for SOAK_DURATION (three minutes in make test and CI; make soak, an
-// hour). It writes samples.csv, events.csv, soak.svg and figures.txt to
+// hour). It writes samples.csv, events.csv, queries.csv, soak.svg and figures.txt to
 // SOAK_OUT, prints the figures, and fails on a missed target (the slope
 // and CPU targets only in runs of 30 minutes or more).
 func TestSoak(t *testing.T) {
@@ -130,6 +130,7 @@ func writeOutputs(t *testing.T, out string, res *Result, cfg Config) {
 	files := map[string]func(*os.File) error{
 		"samples.csv": func(f *os.File) error { return WriteCSV(f, res.Samples) },
 		"events.csv":  func(f *os.File) error { return WriteEventsCSV(f, res.Events) },
+		"queries.csv": func(f *os.File) error { return WriteQueriesCSV(f, res.Queries) },
 		"soak.svg": func(f *os.File) error {
 			return DrawSVG(f, res.Samples, res.Events, fmt.Sprintf("correlator soak: %s at %.0f execs/s", cfg.Duration, cfg.Rate))
 		},

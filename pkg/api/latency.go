@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"runtime/trace"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +36,14 @@ func (l *Latency) timed(route string, h http.Handler) http.Handler {
 	o := l.h.WithLabelValues(route)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		// Under an execution trace (--pprof-listen's /debug/pprof/trace)
+		// each query is a task named by its route, so that a slow one's
+		// time can be split into running, waiting to run and blocked.
+		if trace.IsEnabled() {
+			ctx, task := trace.NewTask(r.Context(), "api "+route)
+			defer task.End()
+			r = r.WithContext(ctx)
+		}
 		h.ServeHTTP(w, r)
 		o.Observe(time.Since(start).Seconds())
 	})

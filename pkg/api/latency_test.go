@@ -1,9 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime/trace"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,5 +62,40 @@ func TestLatencyByRoute(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(lat.h); n != 4 {
 		t.Errorf("%d routes timed, want 4", n)
+	}
+}
+
+// TestLatencyTraceTask: under an execution trace a query is a task named
+// by its route; the control, a health check, names none.
+func TestLatencyTraceTask(t *testing.T) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "c.db"), sqlite.Config{}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	lat, err := NewLatency(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(NewHandler(st, Config{Latency: lat}, zerolog.Nop()))
+	t.Cleanup(srv.Close)
+	traced := func(path string) []byte {
+		var buf bytes.Buffer
+		if err := trace.Start(&buf); err != nil {
+			t.Fatalf("starting an execution trace (is one running already, go test -trace?): %v", err)
+		}
+		resp, err := srv.Client().Get(srv.URL + path)
+		trace.Stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return buf.Bytes()
+	}
+	if b := traced("/healthz"); bytes.Contains(b, []byte("api ")) {
+		t.Fatal("a health check named a task: the check below would pass without one")
+	}
+	if b := traced("/api/v1/sessions?user=alice"); !bytes.Contains(b, []byte("api sessions")) {
+		t.Error("a query under a trace named no task \"api sessions\"")
 	}
 }

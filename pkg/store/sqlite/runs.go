@@ -49,7 +49,7 @@ var runTables = []string{
 		n           INTEGER NOT NULL,
 		body        TEXT NOT NULL
 	)`,
-	`CREATE INDEX process_runs_audit ON process_runs (audit_id, last_start)`,
+	processRunsAuditIndex,
 	`CREATE INDEX process_runs_start ON process_runs (last_start)`,
 	`CREATE INDEX process_runs_first ON process_runs (first_start)`,
 	`CREATE INDEX process_runs_namespace ON process_runs (namespace, last_start)`,

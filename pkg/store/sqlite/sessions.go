@@ -13,7 +13,7 @@ import (
 
 // sessionCols selects a session row and its process aggregates, which the
 // processes_audit and process_runs_audit indexes answer without touching
-// the process rows (a run's count and bounds are its columns).
+// the process rows (a run's count and bounds are in its index entry).
 const sessionCols = `s.id, s.audit_id, s.username, s.uid, s.groups, s.extra, s.impersonated,
 	s.source_ips, s.user_agent, s.namespace, s.pod, s.container, s.command, s.verb, s.subresource,
 	s.code, s.decision, s.reason, s.request_received, s.end_time, s.stages, s.flags, s.updated_at,
