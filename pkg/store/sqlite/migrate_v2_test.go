@@ -151,6 +151,9 @@ func createOldSchema(t *testing.T, db *sql.DB, version int, edit func(string) st
 			version < 12 && stmt == commandsLineIndex {
 			continue
 		}
+		if version < 13 && stmt == processRunsAuditIndex {
+			stmt = `CREATE INDEX process_runs_audit ON process_runs (audit_id, last_start)`
+		}
 		if version < 10 {
 			if stmt == alertsProcessIndex {
 				continue
