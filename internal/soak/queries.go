@@ -3,9 +3,11 @@ package soak
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,31 +91,56 @@ func (q *queries) interval() []time.Duration {
 	return out
 }
 
-// p99s returns the p99 of every query and of each kind's, in ms.
-func (q *queries) p99s() (all float64, byKind map[string]float64) {
+// KindLatency is one kind of query's latency over the run, ms.
+type KindLatency struct {
+	N                  int
+	P50, P90, P99, Max float64
+}
+
+func (k KindLatency) String() string {
+	return fmt.Sprintf("p50 %.2f, p90 %.2f, p99 %.2f, most %.2f ms (%d queries)", k.P50, k.P90, k.P99, k.Max, k.N)
+}
+
+// byKind returns the p99 of every query and each kind's latency: the
+// p99 alone does not say whether a kind is slow throughout or at times.
+func (q *queries) byKind() (all float64, kinds map[string]KindLatency) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ds := make([]time.Duration, len(q.log))
-	kinds := map[string][]time.Duration{}
+	each := map[string][]time.Duration{}
 	for i, e := range q.log {
 		ds[i] = e.Took
-		kinds[e.Kind] = append(kinds[e.Kind], e.Took)
+		each[e.Kind] = append(each[e.Kind], e.Took)
 	}
-	byKind = map[string]float64{}
-	for k, ds := range kinds {
-		byKind[k] = p99(ds)
+	kinds = map[string]KindLatency{}
+	for k, ds := range each {
+		kinds[k] = KindLatency{N: len(ds), P50: quantileMS(ds, 0.5), P90: quantileMS(ds, 0.9),
+			P99: quantileMS(ds, 0.99), Max: quantileMS(ds, 1)}
 	}
-	return p99(ds), byKind
+	return p99(ds), kinds
+}
+
+// formatKinds writes one line per kind, in name order.
+func formatKinds(kinds map[string]KindLatency) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(kinds)) {
+		fmt.Fprintf(&b, "  %s: %s\n", k, kinds[k])
+	}
+	return b.String()
 }
 
 // p99 of ds in ms, 0 for none.
-func p99(ds []time.Duration) float64 {
+func p99(ds []time.Duration) float64 { return quantileMS(ds, 0.99) }
+
+// quantileMS is the q-th quantile of ds (the nearest rank at or above
+// it; 1 is the most), in ms, 0 for none.
+func quantileMS(ds []time.Duration, q float64) float64 {
 	if len(ds) == 0 {
 		return 0
 	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
-	i := min(len(s)-1, int(float64(len(s))*0.99))
+	i := min(len(s)-1, int(float64(len(s))*q))
 	return float64(s[i]) / float64(time.Millisecond)
 }
 

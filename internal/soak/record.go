@@ -267,7 +267,7 @@ func (s *sampler) result() *Result {
 	res := &Result{Samples: s.samples, Events: s.events, Sessions: s.l.sessions.Load(), IDless: s.l.idless.Load(),
 		ExecErrors: s.l.execErrs.Load(), PostRetries: s.l.postRetries.Load(),
 		Unattributed: s.v.unattributed.Load(), SawUnwritable: s.sawUnwritable, Agents: s.ag.gen}
-	res.QueryP99, res.QueryP99ByKind = s.q.p99s()
+	res.QueryP99, res.QueryByKind = s.q.byKind()
 	res.AgentQueryP99 = s.api.quantile(0.99)
 	s.q.mu.Lock()
 	res.Queries = slices.Clone(s.q.log)

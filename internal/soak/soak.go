@@ -51,7 +51,7 @@ type Result struct {
 	Unattributed                              int64
 	LostIDs                                   []string
 	QueryErr                                  string // the last failed query's error
-	QueryP99ByKind                            map[string]float64
+	QueryByKind                               map[string]KindLatency
 	Queries                                   []Query // every timed query (queries.csv)
 	ExecErr                                   string  // the first failed session's error
 	SawUnwritable                             bool    // the store said it could not write while the disk was full

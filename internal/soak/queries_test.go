@@ -1,0 +1,37 @@
+package soak
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestQueriesByKind: each kind's quantiles are its own queries', the
+// whole run's p99 is every query's, and the kinds print in name order.
+func TestQueriesByKind(t *testing.T) {
+	q := &queries{}
+	for i := 1; i <= 100; i++ {
+		q.log = append(q.log, Query{Kind: "who", Took: time.Duration(i) * time.Millisecond})
+	}
+	for i := range 10 {
+		q.log = append(q.log, Query{Kind: "command", Took: time.Duration(200+i) * time.Millisecond})
+	}
+	all, kinds := q.byKind()
+	if want := 208.0; all != want { // 110 queries: rank int(110*0.99) = 108, command's ninth
+		t.Errorf("p99 of every query %.1f, want %.1f", all, want)
+	}
+	who := kinds["who"]
+	if who.N != 100 || who.P50 != 51 || who.P90 != 91 || who.P99 != 100 || who.Max != 100 {
+		t.Errorf("who: %+v, want 100 queries, p50 51, p90 91, p99 100, most 100", who)
+	}
+	if c := kinds["command"]; c.N != 10 || c.P50 != 205 || c.Max != 209 {
+		t.Errorf("command: %+v, want 10 queries, p50 205, most 209", c)
+	}
+	text := formatKinds(kinds)
+	if !strings.HasPrefix(text, "  command: p50 205.00") || !strings.Contains(text, "\n  who: p50 51.00, p90 91.00, p99 100.00, most 100.00 ms (100 queries)\n") {
+		t.Errorf("formatKinds:\n%s", text)
+	}
+	if all, kinds := (&queries{}).byKind(); all != 0 || len(kinds) != 0 {
+		t.Errorf("no queries: %v, %v", all, kinds)
+	}
+}
