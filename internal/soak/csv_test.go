@@ -2,6 +2,7 @@ package soak
 
 import (
 	"bytes"
+	"io"
 	"math"
 	"reflect"
 	"strings"
@@ -157,27 +158,33 @@ func TestReadCSVErrors(t *testing.T) {
 	}
 }
 
-func TestEventsCSVRoundTrip(t *testing.T) {
-	start := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	events := []Event{
-		{At: start.Add(time.Hour), Elapsed: time.Hour, What: "upgrade"},
-		{At: start.Add(2*time.Hour + 1), Elapsed: 2*time.Hour + 1, What: "kill -9"},
-		{At: start.Add(3 * time.Hour), Elapsed: 3 * time.Hour, What: "disk full, then \"freed\""},
-	}
+// roundTrip writes rows, checks the text begins with prefix, and reads
+// them back whole.
+func roundTrip[T any](t *testing.T, rows []T, write func(io.Writer, []T) error, read func(io.Reader) ([]T, error), prefix string) {
+	t.Helper()
 	var buf bytes.Buffer
-	if err := WriteEventsCSV(&buf, events); err != nil {
+	if err := write(&buf, rows); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(buf.String(), "at,elapsed_s,what\n2025-03-01T13:00:00Z,3600,upgrade\n") {
+	if !strings.HasPrefix(buf.String(), prefix) {
 		t.Errorf("got\n%s", buf.String())
 	}
-	got, err := ReadEventsCSV(&buf)
+	got, err := read(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, events) {
-		t.Errorf("got %+v\nwant %+v", got, events)
+	if !reflect.DeepEqual(got, rows) {
+		t.Errorf("got %+v\nwant %+v", got, rows)
 	}
+}
+
+func TestEventsCSVRoundTrip(t *testing.T) {
+	start := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	roundTrip(t, []Event{
+		{At: start.Add(time.Hour), Elapsed: time.Hour, What: "upgrade"},
+		{At: start.Add(2*time.Hour + 1), Elapsed: 2*time.Hour + 1, What: "kill -9"},
+		{At: start.Add(3 * time.Hour), Elapsed: 3 * time.Hour, What: "disk full, then \"freed\""},
+	}, WriteEventsCSV, ReadEventsCSV, "at,elapsed_s,what\n2025-03-01T13:00:00Z,3600,upgrade\n")
 	if _, err := ReadEventsCSV(strings.NewReader("at,elapsed_s,what\nx,1,upgrade\n")); err == nil ||
 		!strings.Contains(err.Error(), "line 2, column 1 (at)") {
 		t.Errorf("error %v, want one naming line 2, column 1", err)
@@ -186,24 +193,10 @@ func TestEventsCSVRoundTrip(t *testing.T) {
 
 func TestQueriesCSVRoundTrip(t *testing.T) {
 	start := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	queries := []Query{
+	roundTrip(t, []Query{
 		{At: start.Add(2 * time.Second), Elapsed: 2 * time.Second, Kind: "who", Took: 1234567 * time.Nanosecond},
 		{At: start.Add(time.Hour + 1), Elapsed: time.Hour + 1, Kind: "processes by command", Took: 18 * time.Millisecond},
-	}
-	var buf bytes.Buffer
-	if err := WriteQueriesCSV(&buf, queries); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(buf.String(), "at,elapsed_s,kind,took_s\n2025-03-01T12:00:02Z,2,who,0.001234567\n") {
-		t.Errorf("got\n%s", buf.String())
-	}
-	got, err := ReadQueriesCSV(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, queries) {
-		t.Errorf("got %+v\nwant %+v", got, queries)
-	}
+	}, WriteQueriesCSV, ReadQueriesCSV, "at,elapsed_s,kind,took_s\n2025-03-01T12:00:02Z,2,who,0.001234567\n")
 }
 
 // FuzzReadCSV: any input is read or refused with an error, never a

@@ -134,10 +134,10 @@ const commandsLineIndex = `CREATE INDEX IF NOT EXISTS commands_line ON commands 
 // processRunsAuditIndex finds a session's runs, newest first, and holds
 // their bounds and counts, so that a session listing's aggregates
 // (sessionCols) read the index alone (version 13). A run's row carries its
-// body, some 16 KB in the soak, so each row sits on a page of its own and
+// body, some 16 KB in the soak, so a page holds a few rows at most and
 // reading fifty sessions' runs faulted in as many table pages again after
-// every commit: a pod's newest 50 sessions, on a store copied from make
-// soak, took 1.15 ms against 0.88 with the index (BenchmarkQuerySoakWho).
+// every commit: a pod's newest 50 sessions after a commit, on a copy of a
+// make soak store, took 1.15 ms against 0.88 with the index (docs/benchmarks.md).
 const processRunsAuditIndex = `CREATE INDEX process_runs_audit ON process_runs (audit_id, last_start, first_start, n)`
 
 // commandsTable holds each distinct argv once (version 7): a process row
