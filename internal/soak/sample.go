@@ -23,8 +23,8 @@ type Sample struct {
 	// HeapKeptBytes is the Go heap's resident pages: in use, and idle
 	// but not yet given back (heap_inuse + heap_idle - heap_released).
 	// The runtime keeps what a burst touched while this is under about
-	// its goal and a quarter (1.24 and 1.28 measured); RssAnon less it is SQLite's, the stacks' and
-	// the runtime's own.
+	// its goal and a quarter (1.24 and 1.28 measured); RssAnon less it
+	// is SQLite's, the stacks' and the runtime's own.
 	HeapKeptBytes int64
 	NextGCBytes   int64 // go_memstats_next_gc_bytes: the heap's goal
 	Goroutines    int   // go_goroutines

@@ -18,9 +18,9 @@ import (
 // TestSoak is make soak: the real agent (BPF, runc containers, SQLite on
 // its own disk, the webhook, a file alert sink) under a busy node's load
 // for SOAK_DURATION (three minutes in make test and CI; make soak, an
-// hour). It writes samples.csv, events.csv, queries.csv, soak.svg and figures.txt to
-// SOAK_OUT, prints the figures, and fails on a missed target (the slope
-// and CPU targets only in runs of 30 minutes or more).
+// hour). It writes samples.csv, events.csv, queries.csv, soak.svg and
+// figures.txt to SOAK_OUT, prints the figures, and fails on a missed
+// target (the slope and CPU targets only in runs of 30 minutes or more).
 func TestSoak(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.EnsureBPFFS(t)

@@ -1,12 +1,10 @@
 package sqlite
 
 import (
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/execid/correlator/pkg/store"
-	"github.com/rs/zerolog"
 )
 
 // TestMigrateFromV10: a version-10 file's runs gain the list of their
@@ -24,21 +22,8 @@ func TestMigrateFromV10(t *testing.T) {
 		before = append(before, canonical(t, everyProcess(t, w.runs, f), true))
 	}
 	// The same file at version 10: no list, no trigger.
-	path := filepath.Join(t.TempDir(), "v10.db")
-	if _, err := w.runs.w.Exec(`VACUUM INTO ?`, path); err != nil {
-		t.Fatal(err)
-	}
-	v10, err := Open(path, Config{SessionProcessLimit: 1 << 20}, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{`DROP TRIGGER process_runs_forget_commands`, `DROP TABLE process_run_commands`,
-		`PRAGMA user_version = 10`} {
-		if _, err := v10.w.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	v10.Close()
+	path := olderCopy(t, w.runs, "v10.db", `DROP TRIGGER process_runs_forget_commands`, `DROP TABLE process_run_commands`,
+		`PRAGMA user_version = 10`)
 
 	s := openMigrated(t, path)
 	checkRunCommands(t, s)

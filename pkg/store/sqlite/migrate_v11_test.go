@@ -1,12 +1,10 @@
 package sqlite
 
 import (
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/execid/correlator/pkg/store"
-	"github.com/rs/zerolog"
 )
 
 // TestMigrateFromV11: a version-11 file gains the command lines' index, and
@@ -21,20 +19,7 @@ func TestMigrateFromV11(t *testing.T) {
 	for _, f := range filters {
 		before = append(before, canonical(t, everyProcess(t, w.runs, f), true))
 	}
-	path := filepath.Join(t.TempDir(), "v11.db")
-	if _, err := w.runs.w.Exec(`VACUUM INTO ?`, path); err != nil {
-		t.Fatal(err)
-	}
-	v11, err := Open(path, Config{SessionProcessLimit: 1 << 20}, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{`DROP INDEX commands_line`, `PRAGMA user_version = 11`} {
-		if _, err := v11.w.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	v11.Close()
+	path := olderCopy(t, w.runs, "v11.db", `DROP INDEX commands_line`, `PRAGMA user_version = 11`)
 
 	s := openMigrated(t, path)
 	var n int

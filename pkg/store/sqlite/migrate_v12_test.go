@@ -35,21 +35,8 @@ func TestMigrateFromV12(t *testing.T) {
 	if counted == 0 {
 		t.Fatal("no session counts a process: the comparison below would hold without the index")
 	}
-	path := filepath.Join(t.TempDir(), "v12.db")
-	if _, err := w.runs.w.Exec(`VACUUM INTO ?`, path); err != nil {
-		t.Fatal(err)
-	}
-	v12, err := Open(path, Config{SessionProcessLimit: 1 << 20}, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{`DROP INDEX process_runs_audit`,
-		`CREATE INDEX process_runs_audit ON process_runs (audit_id, last_start)`, `PRAGMA user_version = 12`} {
-		if _, err := v12.w.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	v12.Close()
+	path := olderCopy(t, w.runs, "v12.db", `DROP INDEX process_runs_audit`,
+		`CREATE INDEX process_runs_audit ON process_runs (audit_id, last_start)`, `PRAGMA user_version = 12`)
 
 	s := openMigrated(t, path)
 	var n int
@@ -59,4 +46,26 @@ func TestMigrateFromV12(t *testing.T) {
 	if got := list(s); !reflect.DeepEqual(got, before) {
 		t.Fatalf("sessions after the upgrade differ:\n got %+v\nwant %+v", got, before)
 	}
+}
+
+// olderCopy copies s's file to name in a temporary directory and runs
+// stmts on the copy, which take it back to an older version: the upgrade
+// tests' files, made from this schema.
+func olderCopy(t *testing.T, s *Store, name string, stmts ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if _, err := s.w.Exec(`VACUUM INTO ?`, path); err != nil {
+		t.Fatal(err)
+	}
+	old, err := Open(path, Config{SessionProcessLimit: 1 << 20}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	for _, q := range stmts {
+		if _, err := old.w.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
 }
