@@ -205,7 +205,7 @@ func readProcessDetail(col sql.NullString, p *join.Process) error {
 		return nil
 	}
 	var d processDetail
-	if err := json.Unmarshal([]byte(col.String), &d); err != nil {
+	if err := unmarshalJSON([]byte(col.String), &d); err != nil {
 		return fmt.Errorf("decoding detail: %w", err)
 	}
 	p.ParentProcessID, p.PID, p.PPID, p.UID = d.ParentProcessID, d.PID, d.PPID, d.UID

@@ -62,7 +62,7 @@ type runSearch struct {
 // through a side table sorts its matches), and a run's body is read only
 // when its turn comes.
 func (s *Store) runProcesses(ctx context.Context, tx *sql.Tx, rs *runSearch, need int) ([]listed, error) {
-	rows, err := tx.QueryContext(ctx, rs.query(), slices.Concat(rs.fromArgs, rs.where.args)...)
+	rows, err := listTx{s, tx}.QueryContext(ctx, rs.query(), slices.Concat(rs.fromArgs, rs.where.args)...)
 	if err != nil {
 		return nil, fmt.Errorf("querying process runs: %w", err)
 	}
@@ -214,11 +214,11 @@ func processRunSearch(f store.ProcessFilter, broad bool, cmds commandMatch, cur 
 // fewCommandRuns reports whether fewer than limit runs list one of m's
 // commands (Config.CommandRuns).
 func fewCommandRuns(ctx context.Context, q queryer, m commandMatch, limit int) (bool, error) {
-	if len(m.ids) == 0 || m.all {
+	query := fewCommandRunsSQL(m)
+	if query == "" {
 		return false, nil
 	}
-	rows, err := q.QueryContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM process_run_commands WHERE command_id IN (`+
-		strings.TrimSuffix(strings.Repeat("?,", len(m.ids)), ",")+`) LIMIT ?)`, append(slices.Clone(m.ids), limit)...)
+	rows, err := q.QueryContext(ctx, query, append(slices.Clone(m.ids), limit)...)
 	if err != nil {
 		return false, fmt.Errorf("counting the runs of %d commands: %w", len(m.ids), err)
 	}
@@ -233,6 +233,16 @@ func fewCommandRuns(ctx context.Context, q queryer, m commandMatch, limit int) (
 		return false, fmt.Errorf("counting the runs of %d commands: %w", len(m.ids), err)
 	}
 	return n < limit, nil
+}
+
+// fewCommandRunsSQL counts, up to a bound, the runs that list one of m's
+// commands; "": m names none (too many, or none matched).
+func fewCommandRunsSQL(m commandMatch) string {
+	if len(m.ids) == 0 || m.all {
+		return ""
+	}
+	return `SELECT count(*) FROM (SELECT 1 FROM process_run_commands WHERE command_id IN (` +
+		strings.TrimSuffix(strings.Repeat("?,", len(m.ids)), ",") + `) LIMIT ?)`
 }
 
 // sessionRunProcesses returns the processes of the runs whose col

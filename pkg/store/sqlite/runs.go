@@ -3,7 +3,6 @@ package sqlite
 import (
 	"bytes"
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -321,7 +320,7 @@ type runRow struct {
 // deciding what they hold whatever the line says.
 func decodeEntry(line []byte, r *runRow) (join.Process, int64, int64, error) {
 	var e runEntry
-	if err := json.Unmarshal(line, &e); err != nil {
+	if err := unmarshalJSON(line, &e); err != nil {
 		return join.Process{}, 0, 0, fmt.Errorf("decoding process of run %d: %w", r.id, err)
 	}
 	if e.Seq < 0 || e.Seq >= maxRunEntries {
