@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/execid/correlator/pkg/join"
 	"github.com/execid/correlator/pkg/store"
 )
 
@@ -57,7 +56,7 @@ func (s *Store) deleteRunChunk(ctx context.Context, cut int64, after cursor) (de
 		return 0, after, false, fmt.Errorf("reading runs started before the cut: %w", err)
 	}
 	for _, r := range runs {
-		dropped, err := rewriteRun(ctx, tx, r.id, r.body, func(p *join.Process) bool { return nanos(p.Exit) >= cut })
+		dropped, err := rewriteRun(ctx, tx, r.id, r.body, func(e *runEntryKey) bool { return e.ExitNs >= cut })
 		if err != nil {
 			return 0, after, false, err
 		}

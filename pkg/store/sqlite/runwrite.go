@@ -135,7 +135,7 @@ func leaveRuns(ctx context.Context, ts *txStmts, inRun map[int64][]string) error
 		for _, id := range ids {
 			drop[id] = true
 		}
-		dropped, err := rewriteRun(ctx, ts.tx, run, []byte(body), func(p *join.Process) bool { return !drop[p.ProcessID] })
+		dropped, err := rewriteRun(ctx, ts.tx, run, []byte(body), func(e *runEntryKey) bool { return !drop[e.ProcessID] })
 		if err != nil {
 			return err
 		}
@@ -150,25 +150,24 @@ func leaveRuns(ctx context.Context, ts *txStmts, inRun map[int64][]string) error
 // says to, with the run's bounds and count, deleting the run when none is
 // kept; it returns the IDs of those it dropped, whose keys are the
 // caller's to delete.
-func rewriteRun(ctx context.Context, tx *sql.Tx, run int64, body []byte, keep func(*join.Process) bool) ([]string, error) {
+func rewriteRun(ctx context.Context, tx *sql.Tx, run int64, body []byte, keep func(*runEntryKey) bool) ([]string, error) {
 	lines, err := runLines(body)
 	if err != nil {
 		return nil, fmt.Errorf("reading run %d: %w", run, err)
 	}
-	r := runRow{id: run}
 	kept := lines[:0]
 	var dropped []string
 	var first, last, lastExit int64
 	for _, line := range lines {
-		p, _, _, err := decodeEntry(line, &r)
-		if err != nil {
-			return nil, err
+		var e runEntryKey
+		if err := unmarshalJSON(line, &e); err != nil {
+			return nil, fmt.Errorf("decoding process of run %d: %w", run, err)
 		}
-		if !keep(&p) {
-			dropped = append(dropped, p.ProcessID)
+		if !keep(&e) {
+			dropped = append(dropped, e.ProcessID)
 			continue
 		}
-		st, ex := nanos(p.Start), nanos(p.Exit)
+		st, ex := e.StartNs, e.ExitNs
 		if len(kept) == 0 || st < first {
 			first = st
 		}
