@@ -208,55 +208,6 @@ func (s *Store) commandFilter(ctx context.Context, sub, cur string) (m commandMa
 	return m, true, nil
 }
 
-// matchCommandsSQL selects the distinct command lines holding a substring.
-var matchCommandsSQL = `SELECT id, first_start, last_start FROM commands WHERE ` + holdsBytes("line")
-
-// matchCommands reads the distinct command lines holding sub ("": none
-// sought), with the read pool's prepared statement (readQueries).
-func (s *Store) matchCommands(ctx context.Context, sub string) (commandMatch, error) {
-	var m commandMatch
-	if sub == "" {
-		return m, nil
-	}
-	var rows *sql.Rows
-	var err error
-	if st := s.reads.lookup(matchCommandsSQL); st != nil {
-		rows, err = st.QueryContext(ctx, sub)
-	} else {
-		rows, err = s.r.QueryContext(ctx, matchCommandsSQL, sub)
-	}
-	if err != nil {
-		return m, fmt.Errorf("searching command lines: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, first, last int64
-		if err := rows.Scan(&id, &first, &last); err != nil {
-			return m, fmt.Errorf("reading command line: %w", err)
-		}
-		if len(m.ids) == 0 || first < m.first {
-			m.first = first
-		}
-		if len(m.ids) == 0 || last > m.last {
-			m.last = last
-		}
-		if m.set == nil {
-			m.set = map[int64]bool{}
-		}
-		m.set[id] = true
-		if len(m.ids) < maxCommandIDs {
-			m.ids = append(m.ids, id)
-		} else {
-			m.all = true
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return m, fmt.Errorf("searching command lines: %w", err)
-	}
-	m.ids = padIDs(m.ids)
-	return m, nil
-}
-
 // padIDs repeats the last id until there are a power of two of them, at
 // least 8. A listing names them in an IN list, and its statement is kept
 // prepared per distinct SQL text (listQuery, at most 128): one text per

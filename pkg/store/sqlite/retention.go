@@ -152,8 +152,11 @@ func (s *Store) deleteProcessChunk(ctx context.Context, cut int64, after cursor)
 // cut and that no process points to and no session asked for any more
 // (each looked for within the span, on its time index). A run whose
 // processes' starts overlap the span keeps it, whether or not one ran
-// it: after deleteRunProcesses few runs start before the cut.
+// it: after deleteRunProcesses few runs start before the cut. The newest
+// row stays, so that SQLite never gives a deleted id to a new command: a
+// command search remembers which ids matched (lineSearches).
 const deleteCommandsSQL = `DELETE FROM commands WHERE id IN (SELECT c.id FROM commands c WHERE c.last_start < ?
+	AND c.id < (SELECT max(id) FROM commands)
 	AND NOT EXISTS (SELECT 1 FROM processes p WHERE p.start BETWEEN c.first_start AND c.last_start
 		AND p.command_id = c.id)
 	AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.request_received BETWEEN c.first_start AND c.last_start

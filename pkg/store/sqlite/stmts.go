@@ -125,7 +125,8 @@ func (c *stmtCache) size() int {
 // parses a statement in about the time a session's small query takes (make
 // soak's session tree spent a third of its CPU preparing).
 var readQueries = []string{sessionRowSQL, sessionProcessesSQL("audit_id"), sessionProcessesSQL("claimed_audit_id"),
-	sessionRunsSQL("audit_id"), sessionRunsSQL("claimed_audit_id"), runReadSQL, auditRecordsSQL, matchCommandsSQL}
+	sessionRunsSQL("audit_id"), sessionRunsSQL("claimed_audit_id"), runReadSQL, auditRecordsSQL, matchCommandsSQL,
+	commandsMaxSQL, matchNewCommandsSQL, commandSpansSQL}
 
 // readStmt is q in tx: the read pool's prepared statement where q is one
 // of readQueries (prepared on tx's connection once), else prepared anew.

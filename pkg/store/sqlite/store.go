@@ -122,6 +122,7 @@ type Store struct {
 	reads    stmtCache    // readQueries prepared on r
 	lists    stmtCache    // list pages' queries prepared on r (listQuery)
 	commands commandCache // argvs stored in commands, by the writer
+	searches lineSearches // what command searches matched (commandsearch.go)
 	// noRuns stores every process as a processes row (runs.go): the
 	// tests' reference, against which runs must read alike.
 	noRuns bool
