@@ -38,7 +38,7 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 		return nil, "", err
 	}
 	limit := store.PageLimit(f.Limit, s.cfg.DefaultLimit, s.cfg.MaxLimit)
-	// Its statement is prepared before the transaction takes a connection.
+	// Its statements are prepared before the transaction takes a connection.
 	listing := processesListing(f, broad, cmds)
 	if err := s.prepareProcessQueries(ctx, f, broad, cmds, listing, limit, cur, hasCur); err != nil {
 		return nil, "", err
