@@ -157,11 +157,28 @@ type verifier struct {
 
 	mu      sync.Mutex
 	lostIDs []string
-	pending []ackedReq
+	pending []pendingCheck
 }
 
-func (v *verifier) run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
+// pendingCheck is a request being verified and when it was last looked up.
+type pendingCheck struct {
+	ackedReq
+	tried time.Time
+}
+
+// run looks up what is due every tick, and what is still waiting for its
+// attribution every retry. Its ticks fall between the responders'
+// queries (every 2 s from the start; run starts half a tick late, and a
+// tick of 250 ms never lands on a whole second): a burst of lookups at
+// each responder's query made that query wait for the CPU behind the
+// verifier's, which a responder on a node does not meet.
+func (v *verifier) run(ctx context.Context, tick, retry time.Duration) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(tick / 2):
+	}
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		select {
@@ -169,32 +186,39 @@ func (v *verifier) run(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		v.once(ctx, v.settle)
+		v.once(ctx, v.settle, retry)
 	}
 }
 
 // once looks up what was acknowledged settle ago and what is still
-// waiting for its attribution.
-func (v *verifier) once(ctx context.Context, settle time.Duration) {
-	v.pending = append(v.pending, v.load.due(settle)...)
-	var keep []ackedReq
-	for i, a := range v.pending {
-		stored, err := v.check(ctx, a)
+// waiting for its attribution, if not looked up within retry.
+func (v *verifier) once(ctx context.Context, settle, retry time.Duration) {
+	for _, a := range v.load.due(settle) {
+		v.pending = append(v.pending, pendingCheck{ackedReq: a})
+	}
+	var keep []pendingCheck
+	for i, p := range v.pending {
+		if !p.tried.IsZero() && time.Since(p.tried) < retry {
+			keep = append(keep, p)
+			continue
+		}
+		stored, err := v.check(ctx, p.ackedReq)
+		p.tried = time.Now()
 		switch {
 		case ctx.Err() != nil:
 			v.pending = append(keep, v.pending[i:]...)
 			return
 		case err == nil:
 			v.verified.Add(1)
-		case time.Since(a.at) <= v.giveUp:
-			keep = append(keep, a)
+		case time.Since(p.at) <= v.giveUp:
+			keep = append(keep, p)
 		case stored:
 			v.verified.Add(1)
 			v.unattributed.Add(1)
 		default:
 			v.lost.Add(1)
 			v.mu.Lock()
-			v.lostIDs = append(v.lostIDs, fmt.Sprintf("%s (%s): %v", a.auditID, a.user, err))
+			v.lostIDs = append(v.lostIDs, fmt.Sprintf("%s (%s): %v", p.auditID, p.user, err))
 			v.mu.Unlock()
 		}
 	}

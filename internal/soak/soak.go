@@ -113,10 +113,18 @@ func Run(ctx context.Context, t testing.TB, cfg Config) (*Result, error) {
 	wg.Go(func() { l.run(runCtx, cfg.Slots) })
 	wg.Go(func() { l.pace(runCtx, 5*time.Second, s.execRate) })
 	wg.Go(func() { q.run(runCtx, 2*time.Second) })
-	wg.Go(func() { v.run(runCtx, 2*time.Second) })
+	wg.Go(func() { v.run(runCtx, 250*time.Millisecond, 2*time.Second) })
 	chaosErr := make(chan error, 1)
 	wg.Go(func() { chaosErr <- s.chaos(runCtx, storeDir) })
 
+	// The samples read the agent's metrics half a second off the
+	// responders' queries (every 2 s from the start) and the verifier's
+	// lookups (a quarter second apart, an eighth off): a sample of whole
+	// seconds then lands on neither.
+	select {
+	case <-runCtx.Done():
+	case <-time.After(500 * time.Millisecond):
+	}
 	tick := time.NewTicker(cfg.Sample)
 	defer tick.Stop()
 	var runErr error
@@ -144,7 +152,7 @@ loop:
 	if runErr == nil && ag.current() != nil {
 		drain, cancel := context.WithTimeout(ctx, v.giveUp+v.settle+30*time.Second)
 		for drain.Err() == nil && v.waiting() > 0 {
-			v.once(drain, 0)
+			v.once(drain, 0, 0)
 			select {
 			case <-drain.Done():
 			case <-time.After(time.Second):

@@ -92,3 +92,84 @@ func TestVerifierCheck(t *testing.T) {
 		mu.Unlock()
 	}
 }
+
+// A request waiting for its attribution is looked up again only once
+// retry has passed since its last lookup; a newly due one at once. The
+// verifier's ticks are short (between the responders' queries), so a
+// retry on every tick would multiply its load on the agent.
+func TestVerifierRetriesEvery(t *testing.T) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "v.db"), sqlite.Config{}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	t0 := time.Now().Add(-time.Minute).UTC()
+	sess := func(id, user string) join.Session {
+		return join.Session{ExecRecord: auditlog.ExecRecord{AuditID: id, User: auditlog.UserInfo{Username: user},
+			Namespace: "ci", Pod: "runner-0", Container: "c", Verb: "create", Subresource: "exec", Code: 101,
+			RequestReceivedTimestamp: t0}, UpdatedAt: t0}
+	}
+	root := join.Process{Exec: capture.Exec{ProcessID: "1-1", PID: 7, Filename: "/bin/true", Argv: []string{"/bin/true"}},
+		Namespace: "ci", Pod: "runner-0", Container: "c", Start: t0, ExecTime: t0, AuditID: "alice-1",
+		Attribution: vocab.AttributionAuditID, Flags: []string{}}
+	if err := st.Write(context.Background(), store.Batch{
+		Sessions: []join.Session{sess("alice-1", "alice"), sess("bob-1", "bob")}, Processes: []join.Process{root},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	asked := map[string]int{} // by audit ID
+	h := api.NewHandler(st, api.Config{}, zerolog.Nop())
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("auditID")
+		if id == "" {
+			id = strings.TrimPrefix(r.URL.Path, "/api/v1/sessions/")
+		}
+		mu.Lock()
+		asked[id]++
+		mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	l := &load{}
+	v := &verifier{client: &api.Client{BaseURL: srv.URL, HTTP: srv.Client()}, load: l, giveUp: time.Hour}
+	due := func(ids ...string) {
+		l.mu.Lock()
+		for _, id := range ids {
+			l.toCheck = append(l.toCheck, ackedReq{auditID: id, user: strings.TrimSuffix(id, "-1"), at: t0})
+		}
+		l.mu.Unlock()
+	}
+	counts := func(step string, want map[string]int, verified, lost, unattributed int64) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		for id, n := range want {
+			if asked[id] != n {
+				t.Errorf("%s: %s asked %d times, want %d", step, id, asked[id], n)
+			}
+		}
+		if g := [3]int64{v.verified.Load(), v.lost.Load(), v.unattributed.Load()}; g != [3]int64{verified, lost, unattributed} {
+			t.Errorf("%s: verified, lost, unattributed %v, want %v", step, g, [3]int64{verified, lost, unattributed})
+		}
+	}
+	ctx := context.Background()
+
+	due("alice-1", "bob-1")
+	v.once(ctx, 0, time.Hour)
+	counts("first", map[string]int{"alice-1": 1, "bob-1": 2}, 1, 0, 0) // bob's page came back empty: his tree too
+	due("carol-1")
+	v.once(ctx, 0, time.Hour)
+	counts("within retry", map[string]int{"bob-1": 2, "carol-1": 2}, 1, 0, 0)
+	if v.waiting() != 2 {
+		t.Errorf("waiting %d, want 2 (bob, carol)", v.waiting())
+	}
+	v.once(ctx, 0, 0)
+	counts("retry passed", map[string]int{"alice-1": 1, "bob-1": 4, "carol-1": 4}, 1, 0, 0)
+	v.giveUp = 0
+	v.once(ctx, 0, 0)
+	counts("given up", map[string]int{"bob-1": 6, "carol-1": 6}, 2, 1, 1)
+	if v.waiting() != 0 || len(v.lostIDs) != 1 || !strings.HasPrefix(v.lostIDs[0], "carol-1") {
+		t.Errorf("waiting %d, lost %q; want 0 and carol's", v.waiting(), v.lostIDs)
+	}
+}
