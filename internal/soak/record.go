@@ -152,6 +152,7 @@ func (s *sampler) chaos(ctx context.Context, storeDir string) error {
 	burst := min(20*time.Second, d/20)
 	full := min(time.Minute, d/10)
 	first := [4]time.Duration{10, 20, 30, 50} // percent: a burst, the upgrade, the kill -9, the full disk
+	later := [2]time.Duration{65, 90}         // percent: the later bursts
 	if s.cfg.LongRun {
 		// The restarts come first, then the full disk and the last
 		// agent's first burst, both within its warm-up, the burst once
@@ -162,6 +163,13 @@ func (s *sampler) chaos(ctx context.Context, storeDir string) error {
 		// seventh hour's first burst came at the 6th minute, with the
 		// window half full; its step came at the burst at 39.)
 		first = [4]time.Duration{35, 5, 10, 20}
+		// The later bursts end their aftermath (their ID-less sessions'
+		// processes held for the late window, their rows deleted a
+		// retention later: ten minutes of an hour) before the last tenth,
+		// whose readings are the run's "end": a burst at 90 % (the twelfth
+		// hour's, 4.6 MiB held at its end) set a burst's aftermath against
+		// a start without one.
+		later = [2]time.Duration{55, 75}
 	}
 	steps := []chaosStep{
 		// The restarts come early, so the last agent lives most of the
@@ -172,8 +180,8 @@ func (s *sampler) chaos(ctx context.Context, storeDir string) error {
 		{d * first[1] / 100, func() error { return s.restart(syscall.SIGTERM, "upgrade") }},
 		{d * first[2] / 100, func() error { return s.restart(syscall.SIGKILL, "kill -9") }},
 		{d * first[3] / 100, func() error { return s.fillDisk(ctx, storeDir, full) }},
-		{d * 65 / 100, func() error { return s.burst(ctx, burst) }},
-		{d * 90 / 100, func() error { return s.burst(ctx, burst) }},
+		{d * later[0] / 100, func() error { return s.burst(ctx, burst) }},
+		{d * later[1] / 100, func() error { return s.burst(ctx, burst) }},
 	}
 	slices.SortStableFunc(steps, func(a, b chaosStep) int { return cmp.Compare(a.at, b.at) })
 	for _, st := range steps {
