@@ -27,22 +27,7 @@ import (
 // under another user. Each case's answer is the tree check's, and the
 // tree is read only where the page came back empty.
 func TestVerifierCheck(t *testing.T) {
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "v.db"), sqlite.Config{}, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	t0 := time.Now().Add(-time.Minute).UTC()
-	sess := func(id, user string) join.Session {
-		return join.Session{ExecRecord: auditlog.ExecRecord{AuditID: id, User: auditlog.UserInfo{Username: user},
-			Namespace: "ci", Pod: "runner-0", Container: "c", Verb: "create", Subresource: "exec", Code: 101,
-			RequestReceivedTimestamp: t0}, UpdatedAt: t0}
-	}
-	proc := func(id, auditID string, a vocab.Attribution) join.Process {
-		return join.Process{Exec: capture.Exec{ProcessID: id, PID: 7, Filename: "/bin/true", Argv: []string{"/bin/true"}},
-			Namespace: "ci", Pod: "runner-0", Container: "c", Start: t0, ExecTime: t0, AuditID: auditID, Attribution: a,
-			Flags: []string{}}
-	}
+	st, sess, proc := verifierStore(t)
 	root := proc("1-1", "alice-1", vocab.AttributionAuditID)
 	child := proc("2-1", "alice-1", vocab.AttributionInherited)
 	child.ParentProcessID = root.ProcessID
@@ -98,22 +83,10 @@ func TestVerifierCheck(t *testing.T) {
 // verifier's ticks are short (between the responders' queries), so a
 // retry on every tick would multiply its load on the agent.
 func TestVerifierRetriesEvery(t *testing.T) {
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "v.db"), sqlite.Config{}, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	t0 := time.Now().Add(-time.Minute).UTC()
-	sess := func(id, user string) join.Session {
-		return join.Session{ExecRecord: auditlog.ExecRecord{AuditID: id, User: auditlog.UserInfo{Username: user},
-			Namespace: "ci", Pod: "runner-0", Container: "c", Verb: "create", Subresource: "exec", Code: 101,
-			RequestReceivedTimestamp: t0}, UpdatedAt: t0}
-	}
-	root := join.Process{Exec: capture.Exec{ProcessID: "1-1", PID: 7, Filename: "/bin/true", Argv: []string{"/bin/true"}},
-		Namespace: "ci", Pod: "runner-0", Container: "c", Start: t0, ExecTime: t0, AuditID: "alice-1",
-		Attribution: vocab.AttributionAuditID, Flags: []string{}}
+	st, sess, proc := verifierStore(t)
 	if err := st.Write(context.Background(), store.Batch{
-		Sessions: []join.Session{sess("alice-1", "alice"), sess("bob-1", "bob")}, Processes: []join.Process{root},
+		Sessions:  []join.Session{sess("alice-1", "alice"), sess("bob-1", "bob")},
+		Processes: []join.Process{proc("1-1", "alice-1", vocab.AttributionAuditID)},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +109,7 @@ func TestVerifierRetriesEvery(t *testing.T) {
 	due := func(ids ...string) {
 		l.mu.Lock()
 		for _, id := range ids {
-			l.toCheck = append(l.toCheck, ackedReq{auditID: id, user: strings.TrimSuffix(id, "-1"), at: t0})
+			l.toCheck = append(l.toCheck, ackedReq{auditID: id, user: strings.TrimSuffix(id, "-1"), at: time.Now().Add(-time.Minute)})
 		}
 		l.mu.Unlock()
 	}
@@ -172,4 +145,26 @@ func TestVerifierRetriesEvery(t *testing.T) {
 	if v.waiting() != 0 || len(v.lostIDs) != 1 || !strings.HasPrefix(v.lostIDs[0], "carol-1") {
 		t.Errorf("waiting %d, lost %q; want 0 and carol's", v.waiting(), v.lostIDs)
 	}
+}
+
+// verifierStore is a store with helpers making a session of the pod
+// runner-0 and a process in it, both started a minute ago.
+func verifierStore(t *testing.T) (*sqlite.Store, func(id, user string) join.Session, func(id, auditID string, a vocab.Attribution) join.Process) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "v.db"), sqlite.Config{}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	t0 := time.Now().Add(-time.Minute).UTC()
+	sess := func(id, user string) join.Session {
+		return join.Session{ExecRecord: auditlog.ExecRecord{AuditID: id, User: auditlog.UserInfo{Username: user},
+			Namespace: "ci", Pod: "runner-0", Container: "c", Verb: "create", Subresource: "exec", Code: 101,
+			RequestReceivedTimestamp: t0}, UpdatedAt: t0}
+	}
+	proc := func(id, auditID string, a vocab.Attribution) join.Process {
+		return join.Process{Exec: capture.Exec{ProcessID: id, PID: 7, Filename: "/bin/true", Argv: []string{"/bin/true"}},
+			Namespace: "ci", Pod: "runner-0", Container: "c", Start: t0, ExecTime: t0, AuditID: auditID, Attribution: a,
+			Flags: []string{}}
+	}
+	return st, sess, proc
 }
