@@ -105,9 +105,6 @@ deps-test:
 	@$(call ensure_pkgs,$(RUNTIME_DEPS),$(if $(IS_ROOT),1,0))
 	@GO=$(GO) bash scripts/ensure-kubectl.sh $(if $(IS_ROOT),1,0)
 	$(GO) mod download
-	@# test/kubeapi is its own module: a dependency added here and not to its
-	@# go.sum fails at the end of a 50-minute run; list its packages first.
-	cd test/kubeapi && $(GO) list -tags e2ecluster -deps -test ./... > /dev/null
 
 ## deps-generate: clang, llvm (llvm-strip) and libbpf-dev for `make generate`.
 deps-generate:
@@ -137,6 +134,9 @@ build:
 ## one-node cluster of e2e-cluster (build tag e2ecluster; it builds the
 ## kubelet: minutes cold, seconds cached).
 test: deps-test
+	@# test/kubeapi is its own module: a dependency added here and not to its
+	@# go.sum fails at the end of a 50-minute run; list its packages first.
+	cd test/kubeapi && $(GO) list -tags e2ecluster -deps -test ./... > /dev/null
 	@if [ -z "$(IS_ROOT)" ]; then \
 		echo "test: not running as root: privileged tests (BPF, runc) will SKIP;" \
 			"under CI=true a skip is a FAILURE. Run: sudo make test" >&2; fi
