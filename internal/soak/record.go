@@ -158,8 +158,9 @@ func (s *sampler) chaos(ctx context.Context, storeDir string) error {
 		// agent's first burst, both within its warm-up, the burst once
 		// its late window is full (its 15th minute): a burst on top of
 		// the held processes raises the Go runtime's kept pages to their
-		// ceiling (about its goal and a quarter), a step once, not a leak; the later
-		// bursts, in the slopes' window, show whether it repeats. (The
+		// ceiling (about its goal and a quarter), a step once if not a
+		// leak; the later bursts, in the slopes' window, show whether it
+		// repeats (in the thirteenth hour it did). (The
 		// seventh hour's first burst came at the 6th minute, with the
 		// window half full; its step came at the burst at 39.)
 		first = [4]time.Duration{35, 5, 10, 20}
