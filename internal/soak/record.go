@@ -160,9 +160,9 @@ func (s *sampler) chaos(ctx context.Context, storeDir string) error {
 		// the held processes raises the Go runtime's kept pages to their
 		// ceiling (about its goal and a quarter), a step once if not a
 		// leak; the later bursts, in the slopes' window, show whether it
-		// repeats (in the thirteenth hour it did). (The
-		// seventh hour's first burst came at the 6th minute, with the
-		// window half full; its step came at the burst at 39.)
+		// repeats. (The seventh hour's first burst came at the 6th
+		// minute, with the window half full; its step came at the burst
+		// at 39. In the thirteenth the step repeated at both later ones.)
 		first = [4]time.Duration{35, 5, 10, 20}
 		// The later bursts end their aftermath (their ID-less sessions'
 		// processes held for the late window, their rows deleted a
