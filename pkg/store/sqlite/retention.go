@@ -272,11 +272,36 @@ func (s *Store) deleteSessionChunk(ctx context.Context, cut int64) (sessions, re
 }
 
 // RunRetention deletes what is older than maxAge every interval until ctx
-// is done, logging each pass that deleted something. It returns ctx's
-// error.
+// is done, logging each pass that deleted something, and hands SQLite's
+// freed memory back every Config.TrimInterval. It returns ctx's error.
 func (s *Store) RunRetention(ctx context.Context, maxAge, interval time.Duration) error {
+	tctx, cancel := context.WithCancel(ctx)
+	trimmed := make(chan struct{})
+	go func() {
+		defer close(trimmed)
+		s.trimEvery(tctx)
+	}()
+	defer func() { cancel(); <-trimmed }()
 	return store.RunRetention(ctx, s, maxAge, interval, s.log, func(ctx context.Context) error {
 		_, err := s.w.ExecContext(ctx, "PRAGMA optimize")
 		return err
 	})
+}
+
+// trimEvery runs trimCMemory every Config.TrimInterval until ctx is done.
+// It keeps its own ticker: a production retention passes once an hour,
+// and what a burst left should not stay that long.
+func (s *Store) trimEvery(ctx context.Context) {
+	tick := time.NewTicker(s.cfg.TrimInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := trimCMemory(); err != nil {
+			s.log.Warn().Err(err).Msg("returning SQLite's freed memory")
+		}
+	}
 }

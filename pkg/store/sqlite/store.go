@@ -59,6 +59,9 @@ type Config struct {
 	// sorts (a rare command's); past it the runs are walked in page order,
 	// reading only those that list a matching command.
 	CommandRuns int
+	// TrimInterval is how often RunRetention hands back the memory
+	// SQLite's allocator keeps after it is freed (trimCMemory).
+	TrimInterval time.Duration
 }
 
 // DefaultConfig returns the defaults.
@@ -74,6 +77,7 @@ func DefaultConfig() Config {
 		SessionProcessLimit: 10000,
 		DeleteChunk:         5000,
 		CommandRuns:         2048,
+		TrimInterval:        time.Minute,
 	}
 }
 
@@ -89,6 +93,7 @@ func (c Config) withDefaults() Config {
 	c.SessionProcessLimit = cmp.Or(c.SessionProcessLimit, d.SessionProcessLimit)
 	c.DeleteChunk = cmp.Or(c.DeleteChunk, d.DeleteChunk)
 	c.CommandRuns = cmp.Or(c.CommandRuns, d.CommandRuns)
+	c.TrimInterval = cmp.Or(c.TrimInterval, d.TrimInterval)
 	return c
 }
 
@@ -102,7 +107,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("read connections %d: need at least 1", c.ReadConns))
 	}
 	if c.CacheKiB < 0 || c.ReadCacheKiB < 0 || c.DefaultLimit < 1 || c.MaxLimit < c.DefaultLimit ||
-		c.SessionProcessLimit < 1 || c.DeleteChunk < 1 || c.CommandRuns < 1 {
+		c.SessionProcessLimit < 1 || c.DeleteChunk < 1 || c.CommandRuns < 1 || c.TrimInterval < 0 {
 		errs = append(errs, fmt.Errorf("sizes must be positive, with max limit %d >= default limit %d",
 			c.MaxLimit, c.DefaultLimit))
 	}
