@@ -14,9 +14,8 @@ import (
 // for the process behind one mutex. Since memory v1.12 that allocator
 // keeps what is freed for reuse instead of unmapping it: up to 4 MiB
 // resident per size class, and the newest region of every class past
-// 4 MiB, until the process ends. A burst's large transactions, or one
-// query that built a large value, left the agent that much bigger for
-// good (make soak: memory outside the Go heap grew 12 MiB an hour).
+// 4 MiB, until the process ends: one query that built a 32 MiB value
+// left 64 MiB behind for good.
 // libc exports no way to hand it back, so the store reaches the
 // allocator and its mutex by name; a libc that renames them fails the
 // build here, not at run time.

@@ -59,8 +59,9 @@ type Config struct {
 	// sorts (a rare command's); past it the runs are walked in page order,
 	// reading only those that list a matching command.
 	CommandRuns int
-	// TrimInterval is how often RunRetention hands back the memory
-	// SQLite's allocator keeps after it is freed (trimCMemory).
+	// TrimInterval is how often RunRetention empties the writer's page
+	// cache and hands back what SQLite's allocator keeps after it is
+	// freed (trimMemory).
 	TrimInterval time.Duration
 }
 
