@@ -49,9 +49,10 @@ type Config struct {
 	// ReadMmapMiB is a reader's mapping; negative (the default): none.
 	// SQLite unmaps a connection's whole mapping whenever another has
 	// committed, and a reader's next query faulted every page it touched
-	// into the mapping again: make soak's command search took 6.7 ms at
-	// p50 right after a commit mapped, 3.9 to 5.0 copying its pages with
-	// pread into its emptied cache. The writer sees no one else's commits.
+	// into the mapping again: make soak's command search took 5.0 to 6.0
+	// ms at p50 right after a commit mapped, 3.9 to 4.5 copying its pages
+	// with pread into its emptied cache. The writer sees no one else's
+	// commits.
 	ReadMmapMiB int
 	// DefaultLimit is the page size of a query without a Limit; MaxLimit
 	// caps a query's Limit.
