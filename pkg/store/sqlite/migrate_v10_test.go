@@ -23,7 +23,7 @@ func TestMigrateFromV10(t *testing.T) {
 	}
 	// The same file at version 10: no list, no trigger.
 	path := olderCopy(t, w.runs, "v10.db", `DROP TRIGGER process_runs_forget_commands`, `DROP TABLE process_run_commands`,
-		`PRAGMA user_version = 10`)
+		`DROP INDEX commands_span`, `PRAGMA user_version = 10`)
 
 	s := openMigrated(t, path)
 	checkRunCommands(t, s)

@@ -19,7 +19,7 @@ func TestMigrateFromV11(t *testing.T) {
 	for _, f := range filters {
 		before = append(before, canonical(t, everyProcess(t, w.runs, f), true))
 	}
-	path := olderCopy(t, w.runs, "v11.db", `DROP INDEX commands_line`, `PRAGMA user_version = 11`)
+	path := olderCopy(t, w.runs, "v11.db", append(slices.Clone(undoV14), `DROP INDEX commands_line`, `PRAGMA user_version = 11`)...)
 
 	s := openMigrated(t, path)
 	var n int

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -35,8 +36,8 @@ func TestMigrateFromV12(t *testing.T) {
 	if counted == 0 {
 		t.Fatal("no session counts a process: the comparison below would hold without the index")
 	}
-	path := olderCopy(t, w.runs, "v12.db", `DROP INDEX process_runs_audit`,
-		`CREATE INDEX process_runs_audit ON process_runs (audit_id, last_start)`, `PRAGMA user_version = 12`)
+	path := olderCopy(t, w.runs, "v12.db", append(slices.Clone(undoV14), `DROP INDEX process_runs_audit`,
+		`CREATE INDEX process_runs_audit ON process_runs (audit_id, last_start)`, `PRAGMA user_version = 12`)...)
 
 	s := openMigrated(t, path)
 	var n int

@@ -42,25 +42,28 @@ func TestRunQueryPlans(t *testing.T) {
 		t.Logf("runs %+v: %s", tc.f, plan)
 		checkPlan(t, plan, tc.index)
 	}
-	// A command's runs: a rare one's by id, sorted; a common one's in page
+	// A command's runs: a rare one's listed with their bounds from the
+	// commands' index alone, then each read by id; a common one's in page
 	// order, each probed for the command before its body is read.
 	for _, few := range []bool{true, false} {
 		m := commandMatch{first: 1, last: 2, ids: []any{int64(5), int64(7)}, set: map[int64]bool{5: true, 7: true}, fewRuns: few}
 		rs := processRunSearch(store.ProcessFilter{Command: "curl", Pod: "p"}, false, m, cur, false)
-		plan := queryPlan(t, s, rs.query(), slices.Concat(rs.fromArgs, rs.where.args))
-		t.Logf("runs of a command (few %v): %s", few, plan)
-		want := []string{"SEARCH r USING INTEGER PRIMARY KEY (rowid=?)", "SEARCH c USING PRIMARY KEY (command_id=?)"}
-		if !few {
-			want = []string{"SEARCH r USING INDEX process_runs_pod (pod=? AND last_start>? AND last_start<?)",
-				"SEARCH c EXISTS USING COVERING INDEX process_run_commands_run (run=? AND command_id=?)"}
+		plan := queryPlan(t, s, rs.query(), rs.where.args)
+		want := []string{"SEARCH r USING INDEX process_runs_pod (pod=? AND last_start>? AND last_start<?)",
+			"SEARCH c EXISTS USING COVERING INDEX process_run_commands_run (run=? AND command_id=?)"}
+		if few {
+			plan = queryPlan(t, s, commandRunsSQL(m), append(slices.Clone(m.ids), 10)) + "; " +
+				queryPlan(t, s, rs.readQuery(), append([]any{int64(1)}, rs.where.args...))
+			want = []string{"SEARCH process_run_commands USING PRIMARY KEY (command_id=?)", "SEARCH r USING INTEGER PRIMARY KEY (rowid=?)"}
 		}
+		t.Logf("runs of a command (few %v): %s", few, plan)
 		for _, w := range want {
 			if !strings.Contains(plan, w) {
 				t.Errorf("plan %q: want %q", plan, w)
 			}
 		}
-		if !few && strings.Contains(plan, "TEMP B-TREE") {
-			t.Errorf("plan %q: a common command's runs must be walked in page order, not sorted", plan)
+		if strings.Contains(plan, "TEMP B-TREE") || strings.Contains(plan, "SCAN") {
+			t.Errorf("plan %q: a command's runs must be read from indexes, not sorted or scanned", plan)
 		}
 	}
 	// A narrow user's runs are probed by their sessions' IDs and sorted:

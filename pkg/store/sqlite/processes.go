@@ -56,7 +56,7 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 	if err != nil {
 		return nil, "", err
 	}
-	if cmds.fewRuns, err = fewCommandRuns(ctx, listTx{s, tx}, cmds, s.cfg.CommandRuns); err != nil {
+	if cmds.runs, cmds.fewRuns, err = commandRuns(ctx, listTx{s, tx}, cmds, s.cfg.CommandRuns); err != nil {
 		return nil, "", err
 	}
 	runs, err := s.runProcesses(ctx, tx, processRunSearch(f, broad, cmds, cur, hasCur), limit+1)
@@ -89,12 +89,17 @@ func (s *Store) prepareProcessQueries(ctx context.Context, f store.ProcessFilter
 	if q, _, err := l.query(f.Cursor, limit); err == nil {
 		qs = append(qs, q)
 	}
-	if q := fewCommandRunsSQL(cmds); q != "" {
+	if q := commandRunsSQL(cmds); q != "" {
 		qs = append(qs, q)
 	}
 	for _, few := range []bool{false, true} {
 		cmds.fewRuns = few
-		qs = append(qs, processRunSearch(f, broad, cmds, cur, hasCur).query())
+		rs := processRunSearch(f, broad, cmds, cur, hasCur)
+		if rs.listed {
+			qs = append(qs, rs.readQuery())
+		} else {
+			qs = append(qs, rs.query())
+		}
 	}
 	for _, q := range qs {
 		if err := s.prepareList(ctx, q); err != nil {
@@ -191,8 +196,9 @@ type commandMatch struct {
 	all         bool
 	first, last int64
 	set         map[int64]bool // every id, for the runs' processes
-	// fewRuns: fewer than Config.CommandRuns runs ran them.
+	// fewRuns: fewer than Config.CommandRuns runs ran them, runs.
 	fewRuns bool
+	runs    []runBound
 }
 
 // commandFilter matches sub (matchCommands); none reports that a listing

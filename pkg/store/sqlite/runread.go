@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -43,16 +44,16 @@ type runHit struct {
 
 // runSearch is what a listing asks of the runs' processes.
 type runSearch struct {
-	// from, when set, names the runs to read before process_runs r is
-	// joined (CROSS JOIN keeps that order), with its arguments.
-	from     string
-	fromArgs []any
-	where    where
-	cur      cursor
-	hasCur   bool
-	since    int64 // 0: none
-	until    int64 // 0: none
-	command  map[int64]bool
+	// listed: read runs, by id in their order, not the runs walked in
+	// page order (commandRuns).
+	listed  bool
+	runs    []runBound
+	where   where
+	cur     cursor
+	hasCur  bool
+	since   int64 // 0: none
+	until   int64 // 0: none
+	command map[int64]bool
 }
 
 // runProcesses returns the need newest processes of runs matching rs,
@@ -63,27 +64,25 @@ type runSearch struct {
 // through a side table sorts its matches), and a run's body is read only
 // when its turn comes.
 func (s *Store) runProcesses(ctx context.Context, tx *sql.Tx, rs *runSearch, need int) ([]listed, error) {
-	rows, err := listTx{s, tx}.QueryContext(ctx, rs.query(), slices.Concat(rs.fromArgs, rs.where.args)...)
-	if err != nil {
-		return nil, fmt.Errorf("querying process runs: %w", err)
-	}
-	defer rows.Close()
-	get, err := s.prepareRunRead(ctx, tx)
+	src, err := s.openRuns(ctx, tx, rs)
 	if err != nil {
 		return nil, err
 	}
-	defer get.Close()
+	defer src.close()
 	var best []runHit
-	for rows.Next() {
+	for {
 		r := &runRow{}
-		var last int64
-		if err := rows.Scan(&r.id, &last); err != nil {
-			return nil, fmt.Errorf("reading process run: %w", err)
+		last, ok, err := src.next(r)
+		if err != nil {
+			return nil, err
 		}
-		if len(best) == need && last < best[need-1].pos.t {
+		if !ok || len(best) == need && last < best[need-1].pos.t || rs.since != 0 && last < rs.since {
 			break
 		}
-		body, err := get.read(ctx, r)
+		body, err := src.read(ctx, r)
+		if errors.Is(err, errRunFiltered) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -113,19 +112,12 @@ func (s *Store) runProcesses(ctx context.Context, tx *sql.Tx, rs *runSearch, nee
 			return nil, fmt.Errorf("reading run %d: %w", r.id, err)
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading process runs: %w", err)
-	}
 	return decodeHits(best)
 }
 
 // query selects the runs' ids and last starts, newest first.
 func (rs *runSearch) query() string {
-	from := "process_runs r"
-	if rs.from != "" {
-		from = rs.from + " CROSS JOIN process_runs r ON r.id = m.run"
-	}
-	return `SELECT r.id, r.last_start FROM ` + from + rs.where.String() + ` ORDER BY r.last_start DESC, r.id DESC`
+	return `SELECT r.id, r.last_start FROM process_runs r` + rs.where.String() + ` ORDER BY r.last_start DESC, r.id DESC`
 }
 
 // wants reports whether a run's process at pos, running command, passes
@@ -190,10 +182,9 @@ func processRunSearch(f store.ProcessFilter, broad bool, cmds commandMatch, cur 
 		case cmds.all, len(cmds.ids) == 0:
 			// Too many commands to name: each run's lines are read.
 		case cmds.fewRuns:
-			// The runs that ran them, by id, sorted: a rare command's
-			// search reads its runs, not the pod's.
-			rs.from = "(SELECT DISTINCT c.run FROM process_run_commands c WHERE c.command_id IN (" + in + ")) m"
-			rs.fromArgs = cmds.ids
+			// The runs that ran them, by id in their order: a rare
+			// command's search reads its runs, not the pod's.
+			rs.listed, rs.runs = true, cmds.runs
 		default:
 			// Many runs ran them: walk in page order as before, but read
 			// only the bodies of runs that list one.
@@ -210,40 +201,6 @@ func processRunSearch(f store.ProcessFilter, broad bool, cmds commandMatch, cur 
 		w.add("r.last_start < ? AND r.first_start <= ?", satAdd(cur.t, runSpan), cur.t)
 	}
 	return rs
-}
-
-// fewCommandRuns reports whether fewer than limit runs list one of m's
-// commands (Config.CommandRuns).
-func fewCommandRuns(ctx context.Context, q queryer, m commandMatch, limit int) (bool, error) {
-	query := fewCommandRunsSQL(m)
-	if query == "" {
-		return false, nil
-	}
-	rows, err := q.QueryContext(ctx, query, append(slices.Clone(m.ids), limit)...)
-	if err != nil {
-		return false, fmt.Errorf("counting the runs of %d commands: %w", len(m.ids), err)
-	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		if err := rows.Scan(&n); err != nil {
-			return false, fmt.Errorf("counting the runs of %d commands: %w", len(m.ids), err)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return false, fmt.Errorf("counting the runs of %d commands: %w", len(m.ids), err)
-	}
-	return n < limit, nil
-}
-
-// fewCommandRunsSQL counts, up to a bound, the runs that list one of m's
-// commands; "": m names none (too many, or none matched).
-func fewCommandRunsSQL(m commandMatch) string {
-	if len(m.ids) == 0 || m.all {
-		return ""
-	}
-	return `SELECT count(*) FROM (SELECT 1 FROM process_run_commands WHERE command_id IN (` +
-		strings.TrimSuffix(strings.Repeat("?,", len(m.ids)), ",") + `) LIMIT ?)`
 }
 
 // sessionRunProcesses returns the processes of the runs whose col
@@ -303,7 +260,10 @@ func (s *Store) sessionRunProcesses(ctx context.Context, tx *sql.Tx, col, auditI
 }
 
 // runRead reads a run's columns and body by id, in a read transaction.
-type runRead struct{ *sql.Stmt }
+type runRead struct {
+	*sql.Stmt
+	args []any // bound after the id
+}
 
 // sessionRunsSQL selects the runs whose col is a session's audit ID.
 func sessionRunsSQL(col string) string {
@@ -319,7 +279,7 @@ func (s *Store) prepareRunRead(ctx context.Context, tx *sql.Tx) (runRead, error)
 	if err != nil {
 		return runRead{}, fmt.Errorf("preparing run read: %w", err)
 	}
-	return runRead{st}, nil
+	return runRead{Stmt: st}, nil
 }
 
 // read fills r's key from its row and returns its body, which the caller
@@ -330,7 +290,7 @@ func (s *Store) prepareRunRead(ctx context.Context, tx *sql.Tx) (runRead, error)
 // copy; the lines kept from it hold it alive.
 func (g runRead) read(ctx context.Context, r *runRow) ([]byte, error) {
 	var body string
-	if err := g.QueryRowContext(ctx, r.id).Scan(append(r.key.scanArgs(), &body)...); err != nil {
+	if err := g.QueryRowContext(ctx, append([]any{r.id}, g.args...)...).Scan(append(r.key.scanArgs(), &body)...); err != nil {
 		return nil, fmt.Errorf("reading run %d: %w", r.id, err)
 	}
 	return unsafe.Slice(unsafe.StringData(body), len(body)), nil

@@ -79,6 +79,13 @@ var runCommandTables = []string{
 	BEGIN DELETE FROM process_run_commands WHERE run = old.id; END`,
 }
 
+// runCommandsBound is each listed run's last start (version 14,
+// commandruns.go).
+var runCommandsBound = []string{
+	`ALTER TABLE process_run_commands ADD COLUMN last_start INTEGER NOT NULL DEFAULT 0`,
+	`UPDATE process_run_commands SET last_start = coalesce((SELECT r.last_start FROM process_runs r WHERE r.id = run), 0)`,
+}
+
 // runSpan bounds the starts a run holds: its processes started within
 // one runSpan-aligned window, so a query for a time reads only the runs
 // near it (a long-lived process exiting lands in a run of its own start's

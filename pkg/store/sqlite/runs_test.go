@@ -289,7 +289,7 @@ func TestRunsReadAsRows(t *testing.T) {
 // and nothing is listed for a run that is gone (the trigger).
 func checkRunCommands(t *testing.T, s *Store) {
 	t.Helper()
-	var listed, missing, stale int
+	var listed, missing, stale, low int
 	for _, q := range []struct {
 		n *int
 		q string
@@ -298,13 +298,17 @@ func checkRunCommands(t *testing.T, s *Store) {
 		{&missing, `SELECT count(*) FROM process_runs r, json_each(r.body) j WHERE j.value ->> '$.commandID' != 0 AND
 			NOT EXISTS (SELECT 1 FROM process_run_commands c WHERE c.run = r.id AND c.command_id = j.value ->> '$.commandID')`},
 		{&stale, `SELECT count(*) FROM process_run_commands c WHERE NOT EXISTS (SELECT 1 FROM process_runs r WHERE r.id = c.run)`},
+		// A bound below its run's last start would stop a search's walk
+		// before that run (commandRuns).
+		{&low, `SELECT count(*) FROM process_run_commands c JOIN process_runs r ON r.id = c.run WHERE c.last_start < r.last_start`},
 	} {
 		if err := s.r.QueryRow(q.q).Scan(q.n); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if listed == 0 || missing != 0 || stale != 0 {
-		t.Fatalf("run commands: %d listed, %d of the runs' lines' missing, %d of deleted runs'", listed, missing, stale)
+	if listed == 0 || missing != 0 || stale != 0 || low != 0 {
+		t.Fatalf("run commands: %d listed, %d of the runs' lines' missing, %d of deleted runs', %d bounds below their run's last start",
+			listed, missing, stale, low)
 	}
 }
 

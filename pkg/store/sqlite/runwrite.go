@@ -16,9 +16,10 @@ const (
 	// a statement whatever the run's size.
 	insertRunKeysSQL = `INSERT OR REPLACE INTO process_run_keys (process_id, run)
 	SELECT value, ? FROM json_each(?)`
-	// insertRunCommandsSQL lists a run's distinct commands, one JSON array.
-	insertRunCommandsSQL = `INSERT OR IGNORE INTO process_run_commands (command_id, run)
-	SELECT value, ? FROM json_each(?) WHERE value != 0`
+	// insertRunCommandsSQL lists a run's distinct commands, one JSON array,
+	// with its last start.
+	insertRunCommandsSQL = `INSERT OR IGNORE INTO process_run_commands (command_id, run, last_start)
+	SELECT value, ?, ? FROM json_each(?) WHERE value != 0`
 	// storedKeysSQL finds which of a JSON array of IDs are stored, and
 	// where: a run's id, or 0 for a processes row.
 	storedKeysSQL = `SELECT k.process_id, k.run FROM json_each(?1) j CROSS JOIN process_run_keys k
@@ -225,7 +226,7 @@ func insertRun(ctx context.Context, ts *txStmts, cmds *txCommands, k runKey, ps 
 	if err != nil {
 		return fmt.Errorf("preparing run command insert: %w", err)
 	}
-	if _, err := cmdsIns.ExecContext(ctx, run, commandList(ids)); err != nil {
+	if _, err := cmdsIns.ExecContext(ctx, run, nanos(ps[len(ps)-1].Start), commandList(ids)); err != nil {
 		return fmt.Errorf("listing the commands of run %d: %w", run, err)
 	}
 	return nil

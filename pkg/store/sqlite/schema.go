@@ -13,7 +13,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Bump it with a migration
 // step in migrate when the schema changes.
-const schemaVersion = 13
+const schemaVersion = 14
 
 // schemaV1 is the current schema, which a new file is created with (its
 // name is historical). Times are INTEGER nanoseconds since the Unix epoch,
@@ -85,9 +85,10 @@ var schemaV1 = slices.Concat([]string{
 		PRIMARY KEY (grp, request_received, session_id)
 	) WITHOUT ROWID`,
 	`CREATE INDEX session_groups_session ON session_groups (session_id)`,
-}, processesTable, runTables, runCommandTables, []string{
+}, processesTable, runTables, runCommandTables, runCommandsBound[:1], []string{
 	commandsTable,
 	commandsLineIndex,
+	commandsSpanIndex,
 
 	auditRecordsTable("audit_records"),
 	`CREATE INDEX audit_records_time ON audit_records (stage_timestamp)`,
@@ -130,6 +131,10 @@ func auditRecordsTable(name string) string {
 // EXISTS: the upgrade tests make their older files from this schema,
 // index and all.
 const commandsLineIndex = `CREATE INDEX IF NOT EXISTS commands_line ON commands (line, first_start, last_start)`
+
+// commandsSpanIndex answers a remembered command search's spans by id
+// (version 14, commandsearch.go).
+const commandsSpanIndex = `CREATE INDEX commands_span ON commands (id, first_start, last_start)`
 
 // processRunsAuditIndex finds a session's runs, newest first, and holds
 // their bounds and counts, so that a session listing's aggregates
@@ -312,6 +317,9 @@ var migrations = map[int]migration{
 	11: statements(commandsLineIndex),
 	// Version 13 answers a session's run aggregates from its index.
 	12: statements(`DROP INDEX IF EXISTS process_runs_audit`, processRunsAuditIndex),
+	// Version 14 keeps each run's last start with its commands, and
+	// indexes the commands' spans by id.
+	13: statements(append(slices.Clone(runCommandsBound), commandsSpanIndex)...),
 }
 
 func statements(stmts ...string) migration {

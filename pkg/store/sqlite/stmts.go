@@ -99,6 +99,15 @@ func (l listTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.R
 	return l.tx.QueryContext(ctx, q, args...)
 }
 
+// stmt is q's statement in tx, prepareList's or one prepared now; the
+// caller closes it.
+func (l listTx) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st := l.s.lists.lookup(q); st != nil {
+		return l.tx.StmtContext(ctx, st), nil
+	}
+	return l.tx.PrepareContext(ctx, q)
+}
+
 // put keeps st as q's statement unless one is kept or max are; it reports
 // whether it kept st.
 func (c *stmtCache) put(q string, st *sql.Stmt, max int) bool {
