@@ -196,7 +196,8 @@ type commandMatch struct {
 	all         bool
 	first, last int64
 	set         map[int64]bool // every id, for the runs' processes
-	// fewRuns: fewer than Config.CommandRuns runs ran them, runs.
+	// fewRuns: fewer than Config.CommandRuns runs list them; runs are
+	// those, newest bound first (commandRuns).
 	fewRuns bool
 	runs    []runBound
 }
