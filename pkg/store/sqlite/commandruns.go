@@ -38,19 +38,17 @@ func commandRuns(ctx context.Context, q queryer, m commandMatch, limit int) (run
 		return nil, false, fmt.Errorf("listing the runs of %d commands: %w", len(m.ids), err)
 	}
 	defer rows.Close()
-	n := 0
 	for rows.Next() {
 		var b runBound
 		if err := rows.Scan(&b.run, &b.last); err != nil {
 			return nil, false, fmt.Errorf("listing the runs of %d commands: %w", len(m.ids), err)
 		}
 		runs = append(runs, b)
-		n++
 	}
 	if err := rows.Err(); err != nil {
 		return nil, false, fmt.Errorf("listing the runs of %d commands: %w", len(m.ids), err)
 	}
-	if n >= limit {
+	if len(runs) >= limit {
 		return nil, false, nil
 	}
 	// A run listing two of the commands is there twice, with one bound.

@@ -61,8 +61,9 @@ type runSearch struct {
 // last_start is older than the need-th process found holds none newer.
 //
 // The runs are ordered by their ids and last starts alone (a filter
-// through a side table sorts its matches), and a run's body is read only
-// when its turn comes.
+// through a side table sorts its matches), or, listed for a rare command,
+// by the bounds process_run_commands holds (commandRuns); a run's body is
+// read only when its turn comes.
 func (s *Store) runProcesses(ctx context.Context, tx *sql.Tx, rs *runSearch, need int) ([]listed, error) {
 	src, err := s.openRuns(ctx, tx, rs)
 	if err != nil {
