@@ -120,7 +120,9 @@ func processRows(ctx context.Context, q queryer, l listing, c string, limit int)
 		return nil, fmt.Errorf("querying processes: %w", err)
 	}
 	defer rows.Close()
-	var out []listed
+	// Sized for a page: grown from nothing, a page of a hundred processes
+	// allocated room for 255 on the way.
+	out := make([]listed, 0, min(limit+1, 256))
 	for rows.Next() {
 		p, id, err := scanProcess(rows)
 		if err != nil {

@@ -97,6 +97,11 @@ const runSpan = int64(10 * time.Second)
 // its own, below every processes row's, fixed for good.
 const maxRunEntries = 1024
 
+// runBodyGuess is the bytes a run's body is first given per process: about
+// a line of make soak's (an exec-session process with its evidence), so
+// most bodies are built without growing.
+const runBodyGuess = 512
+
 // runnable reports whether p may be stored in a run: exited (a running
 // process's row changes at its exit) and holding nothing JSON would
 // change (an invalid UTF-8 file name stays in a column, byte for byte).
