@@ -43,17 +43,22 @@ func (m *memoryRelease) observe(st join.Stats) bool {
 // fragments, and 10 to 12 MiB of stacks and the runtime's own) had its
 // heap's goal at or under the heap in use after a burst: the collector ran
 // back to back, and the queries, which allocate, paid for it in assists.
-const footprintFloor = 72 << 20
+// At 72 its live heap (about 39 MiB) put the limit above the floor, and RSS
+// followed each MiB the live heap gained by five thirds of one; at 76, and
+// a half past it (footprintLimit), the limit is a budget up to 44 MiB live.
+const footprintFloor = 76 << 20
 
 // footprint keeps the Go runtime's memory near what the agent holds: with
 // GOGC alone a heap grows to twice its live bytes and keeps the pages, so
 // 40 MiB of processes held cost 80 MiB of RSS. Past footprintFloor it sets
-// the soft memory limit to the live heap and two thirds (and what the
-// runtime holds besides its heap): the collector runs a fifth to a third more
-// often over a burst, and only when the heap is large, and the scavenger
-// returns what the limit leaves over. (Half collected 40% more often for
-// about the same RSS in BenchmarkLiveProcesses100k.) It never raises the
-// limit above cap (the container's, set by the command; 0: none).
+// the soft memory limit to the live heap and a half (and what the runtime
+// holds besides its heap): the collector runs more often over a burst, and
+// only when the heap is large, and the scavenger returns what the limit
+// leaves over. (In BenchmarkLiveProcesses100k a half collected 40% more
+// often than two thirds for about the same RSS; under the floor, where an
+// agent spends its time, the part sets only where the floor ends.) It
+// never raises the limit above cap (the container's, set by the command;
+// 0: none).
 type footprint struct {
 	cap     int64
 	set     int64 // the limit last set, 0: none yet
@@ -62,7 +67,7 @@ type footprint struct {
 }
 
 // footprintGCPercent is the agent's GOGC. The soft memory limit bounds the
-// heap already (footprintFloor, or the live heap and two thirds), so the
+// heap already (footprintFloor, or the live heap and a half), so the
 // percent only paces a small heap: at 100 an agent holding 10 MiB
 // collected every 10 MiB allocated, about every 2,000 execs, 12 % of its
 // CPU at 300 execs/s; at 400 it collects a quarter as often and its heap
@@ -128,7 +133,7 @@ func (f *footprint) restore() {
 // footprintLimit is the soft memory limit for a live heap of live bytes
 // and besides bytes of other runtime memory, under cap.
 func footprintLimit(live, besides, capBytes int64) int64 {
-	return min(max(footprintFloor, live+live*2/3+besides), footprintCap(capBytes))
+	return min(max(footprintFloor, live+live/2+besides), footprintCap(capBytes))
 }
 
 func footprintCap(capBytes int64) int64 {

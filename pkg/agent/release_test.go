@@ -34,12 +34,12 @@ func TestFootprintLimit(t *testing.T) {
 	for _, c := range []struct {
 		live, besides, capBytes, want int64
 	}{
-		{10 * mib, 8 * mib, 0, footprintFloor},           // small: the runtime's pacing
-		{60 * mib, 8 * mib, 0, 108 * mib},                // large: the live heap and two thirds
-		{60 * mib, 8 * mib, 80 * mib, 80 * mib},          // never past the container's
-		{10 * mib, 8 * mib, 32 * mib, 32 * mib},          // nor the floor past it
-		{1 << 40, 8 * mib, 0, 1<<40 + (1<<41)/3 + 8*mib}, // no overflow short of it
-		{60 * mib, 8 * mib, -1, 108 * mib},               // a negative cap is none
+		{10 * mib, 8 * mib, 0, footprintFloor},       // small: the runtime's pacing
+		{60 * mib, 8 * mib, 0, 98 * mib},             // large: the live heap and a half
+		{60 * mib, 8 * mib, 80 * mib, 80 * mib},      // never past the container's
+		{10 * mib, 8 * mib, 32 * mib, 32 * mib},      // nor the floor past it
+		{1 << 40, 8 * mib, 0, 1<<40 + 1<<39 + 8*mib}, // no overflow short of it
+		{60 * mib, 8 * mib, -1, 98 * mib},            // a negative cap is none
 	} {
 		if got := footprintLimit(c.live, c.besides, c.capBytes); got != c.want {
 			t.Errorf("footprintLimit(%d MiB, %d MiB, %d): %d MiB, want %d MiB", c.live/mib, c.besides/mib, c.capBytes, got/mib, c.want/mib)
