@@ -108,9 +108,16 @@ func (f *footprint) observe() {
 	f.apply(footprintLimit(live, besides, f.cap))
 }
 
-// apply sets limit unless it is within 1/16 of the one set.
+// apply sets limit unless it is within 1/16 of the one set. The floor is
+// always set again: a burst that raised the limit by less than a
+// sixteenth past it would otherwise keep it raised once the burst's
+// memory was let go, and RSS with it.
 func (f *footprint) apply(limit int64) {
-	if d := limit - f.set; f.set != 0 && d < f.set/16 && -d < f.set/16 {
+	if limit == f.set {
+		return
+	}
+	d, floor := limit-f.set, min(int64(footprintFloor), footprintCap(f.cap))
+	if f.set != 0 && limit != floor && d < f.set/16 && -d < f.set/16 {
 		return
 	}
 	debug.SetMemoryLimit(limit)

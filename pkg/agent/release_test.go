@@ -68,6 +68,36 @@ func TestFootprintRestores(t *testing.T) {
 	}
 }
 
+// TestFootprintBackToFloor: a limit raised a sixteenth past the floor
+// goes back to the floor when the live heap falls, though the way back is
+// under a sixteenth of the raised limit; any other change that small is
+// left alone.
+func TestFootprintBackToFloor(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(before)
+	const mib = 1 << 20
+	for _, capBytes := range []int64{0, 60 * mib} {
+		f := newFootprint(capBytes)
+		floor := footprintLimit(0, 0, capBytes)
+		f.apply(floor)
+		raised := floor + floor/16
+		f.apply(raised) // a burst: a sixteenth, applied
+		if f.set != raised {
+			t.Fatalf("cap %d: a change of a sixteenth was not applied: %d, want %d", capBytes, f.set, raised)
+		}
+		f.apply(raised - raised/32) // positive control: under a sixteenth, above the floor
+		if f.set != raised {
+			t.Fatalf("cap %d: a change of 1/32 above the floor was applied: %d", capBytes, f.set)
+		}
+		f.apply(floor) // the burst's memory let go: under a sixteenth of raised
+		if f.set != floor || debug.SetMemoryLimit(-1) != floor {
+			t.Fatalf("cap %d: limit %d (runtime %d) after the live heap fell, want the floor %d",
+				capBytes, f.set, debug.SetMemoryLimit(-1), floor)
+		}
+		f.restore()
+	}
+}
+
 // TestFootprintGCPercent: the agent paces its heap at footprintGCPercent
 // while it runs and gives the old percent back when it stops; a GOGC in
 // the environment is left to rule.
