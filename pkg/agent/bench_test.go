@@ -209,13 +209,21 @@ func BenchmarkJoinLatency(b *testing.B) {
 }
 
 // rssBytes reads the process's resident set from /proc/self/status.
-func rssBytes(b *testing.B) uint64 {
+func rssBytes(b *testing.B) uint64 { return statusBytes(b, "VmRSS:") }
+
+// anonBytes reads the process's anonymous resident memory: its resident
+// set less the store's mapped file (the writer maps it, and its pages count
+// in VmRSS though the kernel may drop them at will).
+func anonBytes(b *testing.B) uint64 { return statusBytes(b, "RssAnon:") }
+
+// statusBytes reads field (in kB) from /proc/self/status.
+func statusBytes(b *testing.B, field string) uint64 {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			if err != nil {
 				b.Fatal(err)
@@ -223,7 +231,7 @@ func rssBytes(b *testing.B) uint64 {
 			return kb << 10
 		}
 	}
-	b.Fatal("no VmRSS in /proc/self/status")
+	b.Fatalf("no %s in /proc/self/status", field)
 	return 0
 }
 
@@ -292,6 +300,7 @@ func BenchmarkLiveProcesses100k(b *testing.B) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		b.ReportMetric(float64(rssBytes(b))/(1<<20), "RSS-MiB")
+		b.ReportMetric(float64(anonBytes(b))/(1<<20), "anon-MiB")
 		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
 		b.ReportMetric(float64(st.Processes), "live-processes")
 		if st.Processes < sessions*perSession {
@@ -323,6 +332,7 @@ func BenchmarkLiveProcesses100k(b *testing.B) {
 		// when the joiner let go; this is where RSS would settle anyway.
 		debug.FreeOSMemory()
 		b.ReportMetric(float64(rssBytes(b))/(1<<20), "exited-released-RSS-MiB")
+		b.ReportMetric(float64(anonBytes(b))/(1<<20), "exited-released-anon-MiB")
 	}
 }
 
