@@ -109,9 +109,9 @@ func (f *footprint) observe() {
 }
 
 // apply sets limit unless it is within 1/16 of the one set. The floor is
-// always set again: a burst that raised the limit by less than a
-// sixteenth past it would otherwise keep it raised once the burst's
-// memory was let go, and RSS with it.
+// always set again: a burst that raised the limit a sixteenth past it
+// would otherwise keep it raised once the burst's memory was let go (the
+// way back is under a sixteenth of the raised limit), and RSS with it.
 func (f *footprint) apply(limit int64) {
 	if limit == f.set {
 		return
