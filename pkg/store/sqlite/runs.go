@@ -102,6 +102,10 @@ const maxRunEntries = 1024
 // most bodies are built without growing.
 const runBodyGuess = 512
 
+// A run's body is its lines, one a process, between runOpen and runClose
+// and joined by runSep (runBody, insertRun; runContent reads them apart).
+const runOpen, runSep, runClose = "[\n", ",\n", "\n]"
+
 // runnable reports whether p may be stored in a run: exited (a running
 // process's row changes at its exit) and holding nothing JSON would
 // change (an invalid UTF-8 file name stays in a column, byte for byte).
@@ -260,9 +264,9 @@ func runContent(body []byte) ([]byte, error) {
 	if bytes.Equal(body, []byte("[]")) {
 		return nil, nil
 	}
-	rest, ok := bytes.CutPrefix(body, []byte("[\n"))
+	rest, ok := bytes.CutPrefix(body, []byte(runOpen))
 	if ok {
-		rest, ok = bytes.CutSuffix(rest, []byte("\n]"))
+		rest, ok = bytes.CutSuffix(rest, []byte(runClose))
 	}
 	if !ok || len(rest) == 0 {
 		return nil, fmt.Errorf("decoding run body: not a line a process")
@@ -310,7 +314,7 @@ func runLines(body []byte) ([][]byte, error) {
 	if err != nil || rest == nil {
 		return nil, err
 	}
-	return bytes.Split(rest, []byte(",\n")), nil
+	return bytes.Split(rest, []byte(runSep)), nil
 }
 
 // runBody joins lines into a body.
@@ -322,14 +326,14 @@ func runBody(lines [][]byte) []byte {
 	for _, l := range lines {
 		n += len(l) + 2
 	}
-	b := append(make([]byte, 0, n), "[\n"...)
+	b := append(make([]byte, 0, n), runOpen...)
 	for i, l := range lines {
 		if i > 0 {
-			b = append(b, ",\n"...)
+			b = append(b, runSep...)
 		}
 		b = append(b, l...)
 	}
-	return append(b, "\n]"...)
+	return append(b, runClose...)
 }
 
 // runRow is a run's columns.

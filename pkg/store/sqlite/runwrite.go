@@ -200,20 +200,20 @@ func insertRun(ctx context.Context, ts *txStmts, cmds *txCommands, k runKey, ps 
 	}
 	// The lines go straight into the body (runBody's form): built a
 	// line at a time and then joined, each line grew from nothing and the
-	// whole was copied once more, a fifth of the soak's agent's
-	// allocation.
-	body := append(make([]byte, 0, runBodyGuess*len(ps)), "[\n"...)
+	// whole was copied once more, a seventh of what the soak's agent
+	// allocated.
+	body := append(make([]byte, 0, runBodyGuess*len(ps)), runOpen...)
 	var lastExit int64
 	for i, p := range ps {
 		if i > 0 {
-			body = append(body, ",\n"...)
+			body = append(body, runSep...)
 		}
 		if body, err = appendRunEntry(body, p, ids[i], i, &k); err != nil {
 			return fmt.Errorf("encoding process %s: %w", p.ProcessID, err)
 		}
 		lastExit = max(lastExit, nanos(p.Exit))
 	}
-	body = append(body, "\n]"...)
+	body = append(body, runClose...)
 	ins, err := ts.get(insertRunSQL)
 	if err != nil {
 		return fmt.Errorf("preparing run insert: %w", err)
