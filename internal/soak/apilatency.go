@@ -8,22 +8,34 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// apiHist is the agent's correlator_api_request_seconds over every route,
-// as cumulative bucket counts by upper bound: what the agent itself took to
-// answer, apart from the client's process and the network.
+// apiHist is the agent's correlator_api_request_seconds, as cumulative
+// bucket counts by upper bound: what the agent itself took to answer,
+// apart from the client's process and the network.
 type apiHist struct {
 	le     []float64 // upper bounds, +Inf last
 	counts []float64 // cumulative, as the agent exports them
 }
 
-// readAPIHist sums the histogram's routes.
-func readAPIHist(f *dto.MetricFamily) apiHist {
-	var h apiHist
+// apiHists are the histogram's routes ("sessions", "session",
+// "processes", ...): the session route also times the verifier's many
+// lookups, so a figure over every route is not one of the client's kinds.
+type apiHists map[string]apiHist
+
+// readAPIHist reads the histogram by route.
+func readAPIHist(f *dto.MetricFamily) apiHists {
+	hs := apiHists{}
 	for _, m := range f.GetMetric() {
 		hist := m.GetHistogram()
 		if hist == nil {
 			continue
 		}
+		route := ""
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "route" {
+				route = l.GetValue()
+			}
+		}
+		h := hs[route]
 		inf := false
 		for _, b := range hist.GetBucket() {
 			h.addTo(b.GetUpperBound(), float64(b.GetCumulativeCount()))
@@ -32,6 +44,28 @@ func readAPIHist(f *dto.MetricFamily) apiHist {
 		if !inf { // the text format's +Inf bucket is the sample count
 			h.addTo(math.Inf(1), float64(hist.GetSampleCount()))
 		}
+		hs[route] = h
+	}
+	return hs
+}
+
+// add adds each route's counts of cur since prev (apiHist.add).
+func (hs *apiHists) add(cur, prev apiHists) {
+	if *hs == nil {
+		*hs = apiHists{}
+	}
+	for route, h := range cur {
+		sum := (*hs)[route]
+		sum.add(h, prev[route])
+		(*hs)[route] = sum
+	}
+}
+
+// all is every route's counts added up.
+func (hs apiHists) all() apiHist {
+	var h apiHist
+	for _, r := range hs {
+		h.add(r, apiHist{})
 	}
 	return h
 }

@@ -68,7 +68,7 @@ func (q *queries) run(ctx context.Context, interval time.Duration) {
 
 func (q *queries) time(kind, url string) {
 	at := time.Now()
-	d, err := q.timer.get(url)
+	d, waited, err := q.timer.get(url)
 	if err != nil {
 		if q.up() {
 			q.fails.Add(1)
@@ -78,7 +78,7 @@ func (q *queries) time(kind, url string) {
 	}
 	q.mu.Lock()
 	q.latencies = append(q.latencies, d)
-	q.log = append(q.log, Query{At: at, Elapsed: at.Sub(q.start), Kind: kind, Took: d})
+	q.log = append(q.log, Query{At: at, Elapsed: at.Sub(q.start), Kind: kind, Took: d, TimerWaited: waited})
 	q.mu.Unlock()
 }
 
@@ -127,6 +127,32 @@ func formatKinds(kinds map[string]KindLatency) string {
 		fmt.Fprintf(&b, "  %s: %s\n", k, kinds[k])
 	}
 	return b.String()
+}
+
+// timerWaits is what the timer's threads waited for a CPU within its
+// queries (Query.TimerWaited), over those it read, and how many it could
+// not.
+func timerWaits(qs []Query) (KindLatency, int) {
+	var ds []time.Duration
+	unknown := 0
+	for _, q := range qs {
+		if q.TimerWaited < 0 {
+			unknown++
+			continue
+		}
+		ds = append(ds, q.TimerWaited)
+	}
+	return KindLatency{N: len(ds), P50: quantileMS(ds, 0.5), P90: quantileMS(ds, 0.9),
+		P99: quantileMS(ds, 0.99), Max: quantileMS(ds, 1)}, unknown
+}
+
+// formatRoutes writes each route's p99, in name order.
+func formatRoutes(p99s map[string]float64) string {
+	var parts []string
+	for _, r := range slices.Sorted(maps.Keys(p99s)) {
+		parts = append(parts, fmt.Sprintf("%s %.2f", r, p99s[r]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // p99 of ds in ms, 0 for none.

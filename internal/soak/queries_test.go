@@ -35,3 +35,20 @@ func TestQueriesByKind(t *testing.T) {
 		t.Errorf("no queries: %v, %v", all, kinds)
 	}
 }
+
+// TestTimerWaits: the waits the timer read are summarized, those it could
+// not are counted apart, not read as no wait.
+func TestTimerWaits(t *testing.T) {
+	var qs []Query
+	for i := range 100 {
+		qs = append(qs, Query{TimerWaited: time.Duration(i) * time.Millisecond})
+	}
+	qs = append(qs, Query{TimerWaited: unknownWait}, Query{TimerWaited: unknownWait})
+	w, unknown := timerWaits(qs)
+	if w.N != 100 || unknown != 2 || w.P99 != 99 || w.P50 != 50 || w.Max != 99 {
+		t.Fatalf("timerWaits = %+v, %d unknown; want 100 read (p50 50, p99 99, most 99 ms), 2 unknown", w, unknown)
+	}
+	if got := formatRoutes(map[string]float64{"session": 3.5, "processes": 12.25}); got != "processes 12.25, session 3.50" {
+		t.Fatalf("formatRoutes = %q", got)
+	}
+}

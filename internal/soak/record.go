@@ -43,7 +43,7 @@ type sampler struct {
 	rate          float64
 	rateOK        bool
 	sawUnwritable bool
-	api           apiHist // the agents' own query times, every agent's added
+	api           apiHists // the agents' own query times by route, every agent's added
 }
 
 func (s *sampler) event(what string) {
@@ -100,7 +100,7 @@ func (s *sampler) sample(ctx context.Context) {
 	if s.last.valid && s.last.gen == p.gen {
 		s.api.add(r.api, s.last.r.api)
 	} else {
-		s.api.add(r.api, apiHist{})
+		s.api.add(r.api, nil)
 	}
 	smp.Agent = p.gen
 	smp.RSSBytes, smp.AnonBytes, smp.HeapBytes = r.rss, r.anon, int64(r.heap)
@@ -277,7 +277,11 @@ func (s *sampler) result() *Result {
 		ExecErrors: s.l.execErrs.Load(), PostRetries: s.l.postRetries.Load(),
 		Unattributed: s.v.unattributed.Load(), SawUnwritable: s.sawUnwritable, Agents: s.ag.gen}
 	res.QueryP99, res.QueryByKind = s.q.byKind()
-	res.AgentQueryP99 = s.api.quantile(0.99)
+	res.AgentQueryP99 = s.api.all().quantile(0.99)
+	res.AgentRouteP99 = map[string]float64{}
+	for route, h := range s.api {
+		res.AgentRouteP99[route] = h.quantile(0.99)
+	}
 	s.q.mu.Lock()
 	res.Queries = slices.Clone(s.q.log)
 	s.q.mu.Unlock()

@@ -62,4 +62,7 @@ type Query struct {
 	Elapsed time.Duration // since the soak's start
 	Kind    string        // "who", "sessions by user", "session tree", "processes by command"
 	Took    time.Duration // from the request's write to the body's last byte, at the client
+	// TimerWaited is how long the timer's threads waited for a CPU
+	// within Took (timerwait.go); unknownWait where it could not read it.
+	TimerWaited time.Duration
 }

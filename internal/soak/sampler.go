@@ -26,7 +26,7 @@ type reading struct {
 	ringDrops, evictions float64
 	storeDropped         float64
 	storeWritable        float64
-	api                  apiHist // correlator_api_request_seconds, every route
+	api                  apiHists // correlator_api_request_seconds by route
 }
 
 // clockTicks is USER_HZ, 100 on every Linux the agent runs on.

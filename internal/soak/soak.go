@@ -46,6 +46,8 @@ type Result struct {
 	// every API query including the verifier's), ms: without the client's
 	// process and the network.
 	AgentQueryP99 float64
+	// AgentRouteP99 is each route's (processes: the command search alone).
+	AgentRouteP99 map[string]float64
 
 	Sessions, IDless, ExecErrors, PostRetries int64
 	Unattributed                              int64

@@ -86,9 +86,12 @@ func TestSoak(t *testing.T) {
 	tg.MaxStoreMiB = float64(cfg.StoreMiB) / 2
 	tg.MaxStoreSlopeMiBPerHour = 8
 	tg.MaxWALMiB = 64
+	waits, unknown := timerWaits(res.Queries)
 	text := figs.String() + "\n" + tg.Report(figs, long) + "\n" + extra + "\n" +
-		fmt.Sprintf("queries by kind, at the client:\n%sthe agents' own query p99 (correlator_api_request_seconds, every query "+
-			"including the verifier's): %.2f ms\nfirst exec error: %s\n", formatKinds(res.QueryByKind), res.AgentQueryP99, res.ExecErr)
+		fmt.Sprintf("queries by kind, at the client:\n%sthe timer's own wait for a CPU within its queries (at nice %d): %s, "+
+			"%d not read\nthe agents' own query p99 (correlator_api_request_seconds, every query including the verifier's): "+
+			"%.2f ms; by route (session: the verifier's too): %s ms\nfirst exec error: %s\n",
+			formatKinds(res.QueryByKind), timerNice, waits, unknown, res.AgentQueryP99, formatRoutes(res.AgentRouteP99), res.ExecErr)
 	if err := os.WriteFile(filepath.Join(out, "figures.txt"), []byte(text), 0o644); err != nil {
 		t.Error(err)
 	}
@@ -204,7 +207,7 @@ func warmUp(d time.Duration, long bool, retention time.Duration) time.Duration {
 // TestMain serves as the soak's query timer when asked (timer.go).
 func TestMain(m *testing.M) {
 	if os.Getenv(timerEnv) == "1" {
-		if err := ServeTimer(context.Background(), os.Stdin, os.Stdout); err != nil {
+		if err := ServeTimer(context.Background(), os.Stdin, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "query timer:", err)
 			os.Exit(1)
 		}

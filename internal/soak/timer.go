@@ -2,6 +2,7 @@ package soak
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,15 +59,16 @@ func startTimer(bin string) (*timer, error) {
 	return &timer{cmd: cmd, in: in, out: bufio.NewScanner(out)}, nil
 }
 
-// get has the timer GET url and returns how long the answer took.
-func (t *timer) get(url string) (time.Duration, error) {
+// get has the timer GET url and returns how long the answer took and how
+// long the timer's own threads waited for a CPU meanwhile.
+func (t *timer) get(url string) (took, waited time.Duration, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, err := io.WriteString(t.in, url+"\n"); err != nil {
-		return 0, fmt.Errorf("asking the query timer: %w", err)
+		return 0, 0, fmt.Errorf("asking the query timer: %w", err)
 	}
 	if !t.out.Scan() {
-		return 0, fmt.Errorf("reading the query timer: %w", cmpErr(t.out.Err(), io.ErrUnexpectedEOF))
+		return 0, 0, fmt.Errorf("reading the query timer: %w", cmpErr(t.out.Err(), io.ErrUnexpectedEOF))
 	}
 	return parseTimed(t.out.Text())
 }
@@ -84,31 +86,55 @@ func cmpErr(err, def error) error {
 	return def
 }
 
-// parseTimed reads the timer's answer: nanoseconds, then an error if any.
-func parseTimed(line string) (time.Duration, error) {
-	ns, msg, _ := strings.Cut(line, " ")
-	n, err := strconv.ParseInt(ns, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("reading the query timer's answer %q: %w", line, err)
+// unknownWait is the wait the timer reports when it could not read its
+// threads' schedstat.
+const unknownWait = time.Duration(-1)
+
+// parseTimed reads the timer's answer: the nanoseconds it took, those the
+// timer waited for a CPU (unknownWait: not read), then an error if any.
+func parseTimed(line string) (took, waited time.Duration, err error) {
+	f := strings.SplitN(line, " ", 3)
+	if len(f) < 2 {
+		return 0, 0, fmt.Errorf("reading the query timer's answer %q: want two counts", line)
 	}
-	if msg != "" {
-		return time.Duration(n), errors.New(msg)
+	var ns [2]int64
+	for i := range ns {
+		if ns[i], err = strconv.ParseInt(f[i], 10, 64); err != nil || ns[i] < 0 && !(i == 1 && ns[i] == int64(unknownWait)) {
+			return 0, 0, fmt.Errorf("reading the query timer's answer %q: %q is not a count of nanoseconds", line, f[i])
+		}
 	}
-	return time.Duration(n), nil
+	took, waited = time.Duration(ns[0]), time.Duration(ns[1])
+	if len(f) == 3 && f[2] != "" {
+		return took, waited, errors.New(f[2])
+	}
+	return took, waited, nil
 }
 
 // ServeTimer is the timer's side: for each URL read from r, a GET (the
 // connection kept alive), its body read whole, and a line to w with the
-// nanoseconds it took and, if it failed, why.
-func ServeTimer(ctx context.Context, r io.Reader, w io.Writer) error {
+// nanoseconds it took, those its threads waited for a CPU meanwhile
+// (runDelay) and, if it failed, why. It raises its priority first
+// (raiseTimer); one it cannot raise is said on stderr, and the waits show
+// what that cost.
+func ServeTimer(ctx context.Context, r io.Reader, w io.Writer, stderr io.Writer) error {
+	if err := raiseTimer(); err != nil {
+		fmt.Fprintln(stderr, "query timer:", err)
+	}
 	hc := &http.Client{Timeout: 10 * time.Second}
 	in := bufio.NewScanner(r)
 	out := bufio.NewWriter(w)
 	for in.Scan() {
+		before, berr := runDelay()
 		start := time.Now()
 		err := getAll(ctx, hc, in.Text())
 		d := time.Since(start)
-		line := strconv.FormatInt(int64(d), 10)
+		after, aerr := runDelay()
+		waited := max(after-before, 0)
+		if werr := cmp.Or(berr, aerr); werr != nil {
+			waited = unknownWait // the query's answer stands; the wait is counted unknown
+			fmt.Fprintln(stderr, "query timer:", werr)
+		}
+		line := strconv.FormatInt(int64(d), 10) + " " + strconv.FormatInt(int64(waited), 10)
 		if err != nil {
 			line += " " + strings.ReplaceAll(err.Error(), "\n", " ")
 		}

@@ -1,0 +1,94 @@
+package soak
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestParseSchedstat(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		err  string
+	}{
+		{"5427394 120033 31\n", 120033, ""},
+		{"0 0 0", 0, ""},
+		{"5427394 120033\n", 0, "2 fields"},
+		{"5427394 12x 31\n", 0, "not a count"},
+		{"1 -5 2\n", 0, "not a count"},
+		{"", 0, "0 fields"},
+	} {
+		got, err := parseSchedstat([]byte(tc.in))
+		if got != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("parseSchedstat(%q) = %s, %v; want %s, %q", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+// FuzzParseSchedstat: any bytes give a wait of at least zero or an error.
+func FuzzParseSchedstat(f *testing.F) {
+	f.Add([]byte("5427394 120033 31\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if d, err := parseSchedstat(b); err == nil && d < 0 {
+			t.Fatalf("parseSchedstat(%q) = %s", b, d)
+		}
+	})
+}
+
+// TestRunDelayCountsAWait: a thread that shares its one CPU with a busy
+// one waits for it, and runDelay counts that wait; the control, the same
+// spin before the busy thread starts, is what it is compared with.
+func TestRunDelayCountsAWait(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var one unix.CPUSet
+	one.Set(0)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		t.Fatalf("pinning the test's thread to CPU 0: %v", err)
+	}
+	spin := func(d time.Duration) time.Duration {
+		before, err := runDelay()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(d); time.Now().Before(end); {
+		}
+		after, err := runDelay()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return after - before
+	}
+	alone := spin(100 * time.Millisecond)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var started atomic.Bool
+	go func() {
+		runtime.LockOSThread() // the thread exits with the goroutine
+		if unix.SchedSetaffinity(0, &one) != nil {
+			return
+		}
+		started.Store(true)
+		for ctx.Err() == nil {
+		}
+	}()
+	for !started.Load() {
+		runtime.Gosched()
+	}
+	// Sharing CPU 0 with the busy thread, 100 ms of spinning waits for
+	// about half of it; the wait must show, and be more than alone.
+	var shared time.Duration
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		if shared = spin(100 * time.Millisecond); shared > alone+10*time.Millisecond {
+			return
+		}
+	}
+	t.Fatalf("runDelay counted %s sharing a CPU with a busy thread, %s alone: it does not see the wait", shared, alone)
+}
