@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"net/url"
 	"slices"
@@ -146,10 +147,14 @@ func timerWaits(qs []Query) (KindLatency, int) {
 		P99: quantileMS(ds, 0.99), Max: quantileMS(ds, 1)}, unknown
 }
 
-// formatRoutes writes each route's p99, in name order.
+// formatRoutes writes each route's p99, in name order, but for those not
+// asked (NaN).
 func formatRoutes(p99s map[string]float64) string {
 	var parts []string
 	for _, r := range slices.Sorted(maps.Keys(p99s)) {
+		if math.IsNaN(p99s[r]) {
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("%s %.2f", r, p99s[r]))
 	}
 	return strings.Join(parts, ", ")

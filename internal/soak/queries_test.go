@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func TestTimerWaits(t *testing.T) {
 	if w.N != 100 || unknown != 2 || w.P99 != 99 || w.P50 != 50 || w.Max != 99 {
 		t.Fatalf("timerWaits = %+v, %d unknown; want 100 read (p50 50, p99 99, most 99 ms), 2 unknown", w, unknown)
 	}
-	if got := formatRoutes(map[string]float64{"session": 3.5, "processes": 12.25}); got != "processes 12.25, session 3.50" {
+	if got := formatRoutes(map[string]float64{"session": 3.5, "processes": 12.25, "alerts": math.NaN()}); got != "processes 12.25, session 3.50" {
 		t.Fatalf("formatRoutes = %q", got)
 	}
 }
