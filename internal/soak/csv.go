@@ -63,6 +63,7 @@ func queryColumns() []column[Query] {
 		secondsCol("elapsed_s", func(q *Query) *time.Duration { return &q.Elapsed }),
 		textCol("kind", func(q *Query) *string { return &q.Kind }),
 		secondsCol("took_s", func(q *Query) *time.Duration { return &q.Took }),
+		secondsCol("first_byte_s", func(q *Query) *time.Duration { return &q.FirstByte }),
 		secondsCol("timer_waited_s", func(q *Query) *time.Duration { return &q.TimerWaited }),
 	}
 }

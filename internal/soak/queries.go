@@ -69,7 +69,7 @@ func (q *queries) run(ctx context.Context, interval time.Duration) {
 
 func (q *queries) time(kind, url string) {
 	at := time.Now()
-	d, waited, err := q.timer.get(url)
+	tm, err := q.timer.get(url)
 	if err != nil {
 		if q.up() {
 			q.fails.Add(1)
@@ -78,8 +78,8 @@ func (q *queries) time(kind, url string) {
 		return
 	}
 	q.mu.Lock()
-	q.latencies = append(q.latencies, d)
-	q.log = append(q.log, Query{At: at, Elapsed: at.Sub(q.start), Kind: kind, Took: d, TimerWaited: waited})
+	q.latencies = append(q.latencies, tm.took)
+	q.log = append(q.log, Query{At: at, Elapsed: at.Sub(q.start), Kind: kind, Took: tm.took, FirstByte: tm.firstByte, TimerWaited: tm.waited})
 	q.mu.Unlock()
 }
 
@@ -145,6 +145,24 @@ func timerWaits(qs []Query) (KindLatency, int) {
 	}
 	return KindLatency{N: len(ds), P50: quantileMS(ds, 0.5), P90: quantileMS(ds, 0.9),
 		P99: quantileMS(ds, 0.99), Max: quantileMS(ds, 1)}, unknown
+}
+
+// formatFirstBytes writes, for each kind in name order, its queries' time
+// to the response's first byte and from it to the last: the agent writes
+// an answer once it is whole, so a slow query's time is either before the
+// answer left (the agent's wakeup, its handler) or after (the passage).
+func formatFirstBytes(qs []Query) string {
+	before, after := map[string][]time.Duration{}, map[string][]time.Duration{}
+	for _, q := range qs {
+		before[q.Kind] = append(before[q.Kind], q.FirstByte)
+		after[q.Kind] = append(after[q.Kind], q.Took-q.FirstByte)
+	}
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(before)) {
+		fmt.Fprintf(&b, "  %s: to the first byte p50 %.2f, p99 %.2f; after it p50 %.2f, p99 %.2f ms\n", k,
+			quantileMS(before[k], 0.5), quantileMS(before[k], 0.99), quantileMS(after[k], 0.5), quantileMS(after[k], 0.99))
+	}
+	return b.String()
 }
 
 // formatRoutes writes each route's p99, in name order, but for those not

@@ -49,6 +49,12 @@ func TestTimerWaits(t *testing.T) {
 	if w.N != 100 || unknown != 2 || w.P99 != 99 || w.P50 != 50 || w.Max != 99 {
 		t.Fatalf("timerWaits = %+v, %d unknown; want 100 read (p50 50, p99 99, most 99 ms), 2 unknown", w, unknown)
 	}
+	fb := formatFirstBytes([]Query{{Kind: "who", Took: 10 * time.Millisecond, FirstByte: 4 * time.Millisecond},
+		{Kind: "command", Took: 3 * time.Millisecond, FirstByte: 3 * time.Millisecond}})
+	if want := "  command: to the first byte p50 3.00, p99 3.00; after it p50 0.00, p99 0.00 ms\n" +
+		"  who: to the first byte p50 4.00, p99 4.00; after it p50 6.00, p99 6.00 ms\n"; fb != want {
+		t.Fatalf("formatFirstBytes = %q, want %q", fb, want)
+	}
 	if got := formatRoutes(map[string]float64{"session": 3.5, "processes": 12.25, "alerts": math.NaN()}); got != "processes 12.25, session 3.50" {
 		t.Fatalf("formatRoutes = %q", got)
 	}

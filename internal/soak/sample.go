@@ -62,6 +62,10 @@ type Query struct {
 	Elapsed time.Duration // since the soak's start
 	Kind    string        // "who", "sessions by user", "session tree", "processes by command"
 	Took    time.Duration // from the request's write to the body's last byte, at the client
+	// FirstByte is from the request's write to the response's first byte:
+	// the agent writes its answer once it is encoded whole, so what
+	// follows is the body's passage and its last chunk.
+	FirstByte time.Duration
 	// TimerWaited is how long the timer's threads waited for a CPU
 	// within Took (timerwait.go); unknownWait where it could not read it.
 	TimerWaited time.Duration

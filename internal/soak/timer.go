@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"strconv"
@@ -59,16 +60,22 @@ func startTimer(bin string) (*timer, error) {
 	return &timer{cmd: cmd, in: in, out: bufio.NewScanner(out)}, nil
 }
 
-// get has the timer GET url and returns how long the answer took and how
-// long the timer's own threads waited for a CPU meanwhile.
-func (t *timer) get(url string) (took, waited time.Duration, err error) {
+// timing is what the timer measured of one query.
+type timing struct {
+	took      time.Duration // from the request's write to the body's last byte
+	firstByte time.Duration // from the request's write to the response's first byte
+	waited    time.Duration // the timer's threads' wait for a CPU within took; unknownWait: not read
+}
+
+// get has the timer GET url and returns what it measured.
+func (t *timer) get(url string) (timing, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, err := io.WriteString(t.in, url+"\n"); err != nil {
-		return 0, 0, fmt.Errorf("asking the query timer: %w", err)
+		return timing{}, fmt.Errorf("asking the query timer: %w", err)
 	}
 	if !t.out.Scan() {
-		return 0, 0, fmt.Errorf("reading the query timer: %w", cmpErr(t.out.Err(), io.ErrUnexpectedEOF))
+		return timing{}, fmt.Errorf("reading the query timer: %w", cmpErr(t.out.Err(), io.ErrUnexpectedEOF))
 	}
 	return parseTimed(t.out.Text())
 }
@@ -91,29 +98,31 @@ func cmpErr(err, def error) error {
 const unknownWait = time.Duration(-1)
 
 // parseTimed reads the timer's answer: the nanoseconds it took, those the
-// timer waited for a CPU (unknownWait: not read), then an error if any.
-func parseTimed(line string) (took, waited time.Duration, err error) {
-	f := strings.SplitN(line, " ", 3)
-	if len(f) < 2 {
-		return 0, 0, fmt.Errorf("reading the query timer's answer %q: want two counts", line)
+// timer waited for a CPU (unknownWait: not read) and those to the first
+// byte, then an error if any.
+func parseTimed(line string) (timing, error) {
+	f := strings.SplitN(line, " ", 4)
+	if len(f) < 3 {
+		return timing{}, fmt.Errorf("reading the query timer's answer %q: want three counts", line)
 	}
-	var ns [2]int64
+	var ns [3]int64
 	for i := range ns {
+		var err error
 		if ns[i], err = strconv.ParseInt(f[i], 10, 64); err != nil || ns[i] < 0 && !(i == 1 && ns[i] == int64(unknownWait)) {
-			return 0, 0, fmt.Errorf("reading the query timer's answer %q: %q is not a count of nanoseconds", line, f[i])
+			return timing{}, fmt.Errorf("reading the query timer's answer %q: %q is not a count of nanoseconds", line, f[i])
 		}
 	}
-	took, waited = time.Duration(ns[0]), time.Duration(ns[1])
-	if len(f) == 3 && f[2] != "" {
-		return took, waited, errors.New(f[2])
+	tm := timing{took: time.Duration(ns[0]), waited: time.Duration(ns[1]), firstByte: time.Duration(ns[2])}
+	if len(f) == 4 && f[3] != "" {
+		return tm, errors.New(f[3])
 	}
-	return took, waited, nil
+	return tm, nil
 }
 
 // ServeTimer is the timer's side: for each URL read from r, a GET (the
 // connection kept alive), its body read whole, and a line to w with the
 // nanoseconds it took, those its threads waited for a CPU meanwhile
-// (runDelay) and, if it failed, why. It raises its priority first
+// (runDelay), those to the response's first byte and, if it failed, why. It raises its priority first
 // (raiseTimer); one it cannot raise is said on stderr, and the waits show
 // what that cost.
 func ServeTimer(ctx context.Context, r io.Reader, w io.Writer, stderr io.Writer) error {
@@ -126,7 +135,7 @@ func ServeTimer(ctx context.Context, r io.Reader, w io.Writer, stderr io.Writer)
 	for in.Scan() {
 		before, berr := runDelay()
 		start := time.Now()
-		err := getAll(ctx, hc, in.Text())
+		first, err := getAll(ctx, hc, in.Text(), start)
 		d := time.Since(start)
 		after, aerr := runDelay()
 		waited := max(after-before, 0)
@@ -134,7 +143,7 @@ func ServeTimer(ctx context.Context, r io.Reader, w io.Writer, stderr io.Writer)
 			waited = unknownWait // the query's answer stands; the wait is counted unknown
 			fmt.Fprintln(stderr, "query timer:", werr)
 		}
-		line := strconv.FormatInt(int64(d), 10) + " " + strconv.FormatInt(int64(waited), 10)
+		line := strconv.FormatInt(int64(d), 10) + " " + strconv.FormatInt(int64(waited), 10) + " " + strconv.FormatInt(int64(first), 10)
 		if err != nil {
 			line += " " + strings.ReplaceAll(err.Error(), "\n", " ")
 		}
@@ -148,22 +157,25 @@ func ServeTimer(ctx context.Context, r io.Reader, w io.Writer, stderr io.Writer)
 	return in.Err()
 }
 
-func getAll(ctx context.Context, hc *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// getAll GETs url and reads the body whole; first is the time from start
+// to the response's first byte (0 if none came).
+func getAll(ctx context.Context, hc *http.Client, url string, start time.Time) (first time.Duration, err error) {
+	trace := &httptrace.ClientTrace{GotFirstResponseByte: func() { first = time.Since(start) }}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return err
+		return first, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return err
+		return first, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %.200s", url, resp.Status, body)
+		return first, fmt.Errorf("GET %s: %s: %.200s", url, resp.Status, body)
 	}
-	return nil
+	return first, nil
 }
