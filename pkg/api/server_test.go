@@ -254,3 +254,38 @@ func TestBuildTreeOrphans(t *testing.T) {
 		t.Errorf("tree %+v", tree)
 	}
 }
+
+// TestAnswersSayTheirLength: an answer leaves whole, its length said (no
+// chunks, none written after the handler returns), on a real socket, for
+// a page larger than net/http's buffers (which say a small one's length
+// themselves); and a value that does not encode is a 500 with a JSON
+// error, not a 200 cut short.
+func TestAnswersSayTheirLength(t *testing.T) {
+	page := make([]join.Process, 600)
+	for i := range page {
+		page[i] = join.Process{Namespace: "ci", Pod: fmt.Sprintf("runner-%d", i), Container: "c0", Start: time.Unix(int64(i), 0)}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"items": page})
+	}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || len(body) < 64<<10 {
+		t.Fatalf("%d, %d bytes, %v: want 200 and a page over 64 KiB", resp.StatusCode, len(body), err)
+	}
+	if resp.ContentLength != int64(len(body)) || len(resp.TransferEncoding) != 0 || !json.Valid(body) {
+		t.Errorf("length %d, transfer encoding %v, %d bytes of body: want the body's length said, not chunked",
+			resp.ContentLength, resp.TransferEncoding, len(body))
+	}
+	rec := httptest.NewRecorder()
+	writeJSON(rec, http.StatusOK, map[string]any{"bad": func() {}})
+	var e map[string]string
+	if rec.Code != http.StatusInternalServerError || json.Unmarshal(rec.Body.Bytes(), &e) != nil || e["error"] == "" {
+		t.Errorf("an answer that does not encode: %d %q, want a 500 with a JSON error", rec.Code, rec.Body.Bytes())
+	}
+}
