@@ -122,9 +122,9 @@ func parseTimed(line string) (timing, error) {
 // ServeTimer is the timer's side: for each URL read from r, a GET (the
 // connection kept alive), its body read whole, and a line to w with the
 // nanoseconds it took, those its threads waited for a CPU meanwhile
-// (runDelay), those to the response's first byte and, if it failed, why. It raises its priority first
-// (raiseTimer); one it cannot raise is said on stderr, and the waits show
-// what that cost.
+// (runDelay), those to the response's first byte and, if it failed, why.
+// It raises its priority first (raiseTimer); one it cannot raise is said
+// on stderr, and the waits show what that cost.
 func ServeTimer(ctx context.Context, r io.Reader, w io.Writer, stderr io.Writer) error {
 	if err := raiseTimer(); err != nil {
 		fmt.Fprintln(stderr, "query timer:", err)

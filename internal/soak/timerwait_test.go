@@ -1,14 +1,22 @@
 package soak
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/execid/correlator/internal/testutil"
 )
 
 func TestParseSchedstat(t *testing.T) {
@@ -91,4 +99,54 @@ func TestRunDelayCountsAWait(t *testing.T) {
 		}
 	}
 	t.Fatalf("runDelay counted %s sharing a CPU with a busy thread, %s alone: it does not see the wait", shared, alone)
+}
+
+// TestTimerRaised: the timer the soak starts runs at timerNice, every
+// thread of it and its session's autogroup where the kernel has them;
+// the test's own process, the control, is not raised.
+func TestTimerRaised(t *testing.T) {
+	testutil.RequireRoot(t)
+	tm, err := startTimer(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm.close()
+	// Its first answer comes after it raised itself.
+	if _, err := tm.get("http://127.0.0.1:1/nothing-listens"); err == nil {
+		t.Fatal("GET on a closed port: no error")
+	}
+	pid := tm.cmd.Process.Pid
+	nices := func(pid int) []int {
+		stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		if err != nil || len(stats) == 0 {
+			t.Fatalf("listing the threads of %d: %v", pid, err)
+		}
+		var out []int
+		for _, p := range stats {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				continue // exited
+			}
+			// The nice value is the 19th field, the 17th after the ")"
+			// that ends the command's name.
+			f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+			n, err := strconv.Atoi(f[16])
+			if err != nil {
+				t.Fatalf("reading %s: %v", p, err)
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	for _, n := range nices(pid) {
+		if n != timerNice {
+			t.Fatalf("the timer's threads at nice %v, want all at %d", nices(pid), timerNice)
+		}
+	}
+	if slices.Contains(nices(os.Getpid()), timerNice) {
+		t.Fatalf("the test's own threads at nice %v: the control is raised too", nices(os.Getpid()))
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/autogroup", pid)); err == nil && !strings.HasSuffix(strings.TrimSpace(string(b)), fmt.Sprintf("nice %d", timerNice)) {
+		t.Fatalf("the timer's autogroup: %q, want nice %d", b, timerNice)
+	}
 }
