@@ -2,7 +2,10 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -310,5 +313,52 @@ func TestSessionCommandSearch(t *testing.T) {
 	}
 	if _, ok := commandRows(t, s)[`["sh","-c","echo s-b"]`]; ok {
 		t.Fatal("the command of a deleted session was kept")
+	}
+}
+
+// TestArgvsServedAsCopies: argvs come from the readers' cache once read,
+// and each answer's are its own; a caller that edits one does not change
+// what the next reader gets.
+func TestArgvsServedAsCopies(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	var batch []join.Process
+	for i, line := range []string{"cat /etc/shadow", "id -u", "cat /etc/shadow"} {
+		p := process(fmt.Sprintf("p-%d", i), "", i)
+		p.Argv, p.Exit, p.ExitCode = strings.Fields(line), p.Start.Add(time.Second), ptr(0)
+		batch = append(batch, p)
+	}
+	if err := s.Write(ctx, store.Batch{Processes: batch}); err != nil {
+		t.Fatal(err)
+	}
+	argvs := func() map[string]string {
+		page, _, err := s.ListProcesses(ctx, store.ProcessFilter{})
+		if err != nil || len(page) != 3 {
+			t.Fatalf("listing: %d processes, %v; want 3", len(page), err)
+		}
+		m := map[string]string{}
+		for _, p := range page {
+			m[p.ProcessID] = strings.Join(p.Argv, " ")
+			if len(p.Argv) > 0 {
+				p.Argv[0] = "edited" // a caller's edit, in the answer it got
+			}
+		}
+		return m
+	}
+	want := map[string]string{"p-0": "cat /etc/shadow", "p-1": "id -u", "p-2": "cat /etc/shadow"}
+	for i := range 3 { // read, then from the cache, which an edit must not reach
+		if got := argvs(); !maps.Equal(got, want) {
+			t.Fatalf("read %d: argvs %v, want %v", i, got, want)
+		}
+		if i == 0 {
+			// The rows changed under the cache (no writer does): what the
+			// next reads give can only have come from it.
+			if _, err := s.w.Exec(`UPDATE commands SET argv = json_array('changed', id)`); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(s.argvs.m) != 2 {
+		t.Fatalf("%d argvs cached, want the two lines", len(s.argvs.m))
 	}
 }

@@ -69,7 +69,7 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 	if len(page) > limit {
 		page, next = page[:limit], page[limit-1].pos.String()
 	}
-	if err := fillArgvs(ctx, tx, page); err != nil {
+	if err := s.fillArgvs(ctx, tx, page); err != nil {
 		return nil, "", err
 	}
 	out := make([]join.Process, len(page))

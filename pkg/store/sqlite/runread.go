@@ -297,52 +297,6 @@ func (g runRead) read(ctx context.Context, r *runRow) ([]byte, error) {
 	return unsafe.Slice(unsafe.StringData(body), len(body)), nil
 }
 
-// fillArgvs reads the argv of each run's process from commands.
-func fillArgvs(ctx context.Context, q queryer, ps []listed) error {
-	var ids []any
-	seen := map[int64]bool{}
-	for _, l := range ps {
-		if l.command != 0 && !seen[l.command] {
-			seen[l.command] = true
-			ids = append(ids, l.command)
-		}
-	}
-	argvs := make(map[int64][]string, len(ids))
-	for lo := 0; lo < len(ids); lo += 500 {
-		chunk := ids[lo:min(lo+500, len(ids))]
-		rows, err := q.QueryContext(ctx, `SELECT id, argv FROM commands WHERE id IN (`+
-			strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")+`)`, chunk...)
-		if err != nil {
-			return fmt.Errorf("querying commands: %w", err)
-		}
-		for rows.Next() {
-			var id int64
-			var argv sql.NullString
-			var dst []string
-			if err := rows.Scan(&id, &argv); err != nil {
-				rows.Close()
-				return fmt.Errorf("reading command: %w", err)
-			}
-			if err := decodeJSON(jsonColumn{argv, &dst}); err != nil {
-				rows.Close()
-				return fmt.Errorf("reading command %d: %w", id, err)
-			}
-			argvs[id] = dst
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("reading commands: %w", err)
-		}
-	}
-	for i := range ps {
-		if ps[i].command != 0 {
-			ps[i].p.Argv = argvs[ps[i].command]
-		}
-		store.FillProcess(&ps[i].p)
-	}
-	return nil
-}
-
 // runColsOf is runCols, each column of table alias a.
 func runColsOf(a string) string {
 	return a + "." + strings.ReplaceAll(runCols, ", ", ", "+a+".")

@@ -155,7 +155,7 @@ func (s *Store) sessionProcesses(ctx context.Context, tx *sql.Tx, col, auditID s
 	slices.SortFunc(all, func(a, b listed) int { return newestFirst(b, a) })
 	truncated := len(all) > limit
 	all = all[:min(len(all), limit)]
-	if err := fillArgvs(ctx, tx, all); err != nil {
+	if err := s.fillArgvs(ctx, tx, all); err != nil {
 		return nil, false, err
 	}
 	var out []join.Process // nil for none, as before

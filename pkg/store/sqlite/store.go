@@ -138,6 +138,7 @@ type Store struct {
 	lists    stmtCache    // list pages' queries prepared on r (listQuery)
 	commands commandCache // argvs stored in commands, by the writer
 	searches lineSearches // what command searches matched (commandsearch.go)
+	argvs    argvCache    // argvs readers read, by id (argvs.go)
 	// noRuns stores every process as a processes row (runs.go): the
 	// tests' reference, against which runs must read alike.
 	noRuns bool
