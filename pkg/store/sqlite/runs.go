@@ -247,8 +247,7 @@ func entryHead(line []byte) (start, command int64, seq int, ok bool) {
 		if end < 0 {
 			return 0, 0, 0, false
 		}
-		var err error
-		if v[i], err = strconv.ParseInt(string(rest[:end]), 10, 64); err != nil {
+		if v[i], ok = parseDecimal(rest[:end]); !ok {
 			return 0, 0, 0, false
 		}
 		rest = rest[end:]
@@ -272,6 +271,34 @@ func runContent(body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("decoding run body: not a line a process")
 	}
 	return rest, nil
+}
+
+// parseDecimal reads an int64 as strconv.AppendInt writes it: an
+// optional minus and digits. strconv.ParseInt of the bytes as a string
+// allocated the string, three times a line, and a command search walks
+// thousands of lines.
+func parseDecimal(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0') // 19 digits stay below 2^64
+	}
+	switch {
+	case neg && n <= 1<<63:
+		return int64(-n), true
+	case !neg && n < 1<<63:
+		return int64(n), true
+	}
+	return 0, false
 }
 
 // eachLineNewest calls fn with each line of a body, the newest first,
