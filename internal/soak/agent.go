@@ -104,6 +104,14 @@ func (a *agents) current() *agentProc {
 	return a.cur
 }
 
+// currentPID is the running agent's PID, 0 between two.
+func (a *agents) currentPID() int {
+	if p := a.current(); p != nil {
+		return p.cmd.Process.Pid
+	}
+	return 0
+}
+
 // stop ends the running agent with sig (SIGTERM: an upgrade's graceful
 // stop; SIGKILL: a crash) and waits for it. A graceful stop must exit 0.
 func (a *agents) stop(sig syscall.Signal, grace time.Duration) error {

@@ -65,6 +65,7 @@ func queryColumns() []column[Query] {
 		secondsCol("took_s", func(q *Query) *time.Duration { return &q.Took }),
 		secondsCol("first_byte_s", func(q *Query) *time.Duration { return &q.FirstByte }),
 		secondsCol("timer_waited_s", func(q *Query) *time.Duration { return &q.TimerWaited }),
+		secondsCol("agent_waited_s", func(q *Query) *time.Duration { return &q.AgentWaited }),
 	}
 }
 

@@ -2,12 +2,14 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"math/rand/v2"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +28,8 @@ type queries struct {
 	timer *timer // times each query in a process of its own (timer.go)
 	load  *load
 	up    func() bool // an agent is running (a failed query then counts)
+	// agentPID is the running agent's PID, 0 between two.
+	agentPID func() int
 
 	start time.Time // the soak's, for each query's Elapsed
 
@@ -69,7 +73,10 @@ func (q *queries) run(ctx context.Context, interval time.Duration) {
 
 func (q *queries) time(kind, url string) {
 	at := time.Now()
+	pid := q.agentPID()
+	before, berr := agentDelay(pid)
 	tm, err := q.timer.get(url)
+	after, aerr := agentDelay(pid)
 	if err != nil {
 		if q.up() {
 			q.fails.Add(1)
@@ -79,8 +86,27 @@ func (q *queries) time(kind, url string) {
 	}
 	q.mu.Lock()
 	q.latencies = append(q.latencies, tm.took)
-	q.log = append(q.log, Query{At: at, Elapsed: at.Sub(q.start), Kind: kind, Took: tm.took, FirstByte: tm.firstByte, TimerWaited: tm.waited})
+	q.log = append(q.log, Query{At: at, Elapsed: at.Sub(q.start), Kind: kind, Took: tm.took, FirstByte: tm.firstByte, TimerWaited: tm.waited,
+		AgentWaited: waitedBetween(before, after, berr, aerr)})
 	q.mu.Unlock()
+}
+
+// agentDelay is the wait for a CPU of agent pid's threads so far
+// (runDelayOf); an error for none (0).
+func agentDelay(pid int) (time.Duration, error) {
+	if pid == 0 {
+		return 0, errors.New("no agent running")
+	}
+	return runDelayOf(strconv.Itoa(pid))
+}
+
+// waitedBetween is after less before, unknownWait where either was not
+// read or the wait went back (a thread exited between the reads).
+func waitedBetween(before, after time.Duration, berr, aerr error) time.Duration {
+	if berr != nil || aerr != nil || after < before {
+		return unknownWait
+	}
+	return after - before
 }
 
 // interval returns the latencies since the last call.
@@ -134,14 +160,35 @@ func formatKinds(kinds map[string]KindLatency) string {
 // queries (Query.TimerWaited), over those it read, and how many it could
 // not.
 func timerWaits(qs []Query) (KindLatency, int) {
+	return waits(qs, func(q Query) time.Duration { return q.TimerWaited })
+}
+
+// agentWaits is what the agent's threads waited for a CPU within the
+// queries that took over slow (Query.AgentWaited), over those read, and
+// how many were not: beside the agent's own time for the route, it says
+// whether a slow query's time went to its work or to waiting for the
+// node's CPUs.
+func agentWaits(qs []Query, slow time.Duration) (KindLatency, int) {
+	var over []Query
+	for _, q := range qs {
+		if q.Took > slow {
+			over = append(over, q)
+		}
+	}
+	return waits(over, func(q Query) time.Duration { return q.AgentWaited })
+}
+
+// waits is the distribution of wait over qs, those unknownWait left out
+// and counted.
+func waits(qs []Query, wait func(Query) time.Duration) (KindLatency, int) {
 	var ds []time.Duration
 	unknown := 0
 	for _, q := range qs {
-		if q.TimerWaited < 0 {
+		if wait(q) < 0 {
 			unknown++
 			continue
 		}
-		ds = append(ds, q.TimerWaited)
+		ds = append(ds, wait(q))
 	}
 	return KindLatency{N: len(ds), P50: quantileMS(ds, 0.5), P90: quantileMS(ds, 0.9),
 		P99: quantileMS(ds, 0.99), Max: quantileMS(ds, 1)}, unknown

@@ -1,7 +1,9 @@
 package soak
 
 import (
+	"errors"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -57,5 +59,38 @@ func TestTimerWaits(t *testing.T) {
 	}
 	if got := formatRoutes(map[string]float64{"session": 3.5, "processes": 12.25, "alerts": math.NaN()}); got != "processes 12.25, session 3.50" {
 		t.Fatalf("formatRoutes = %q", got)
+	}
+}
+
+// TestAgentWaits: the agent's waits are read over the slow queries alone,
+// those not read counted apart; a wait that went back is not read.
+func TestAgentWaits(t *testing.T) {
+	ms := time.Millisecond
+	qs := []Query{{Took: 5 * ms, AgentWaited: 4 * ms}, {Took: 12 * ms, AgentWaited: 6 * ms},
+		{Took: 15 * ms, AgentWaited: 2 * ms}, {Took: 20 * ms, AgentWaited: unknownWait}, {Took: 10 * ms, AgentWaited: 9 * ms}}
+	w, unknown := agentWaits(qs, 10*ms)
+	if w.N != 2 || unknown != 1 || w.P50 != 6 || w.Max != 6 {
+		t.Fatalf("agentWaits = %+v, %d unknown; want the two slow ones read (p50 6, most 6 ms), 1 unknown", w, unknown)
+	}
+	for _, c := range []struct {
+		before, after time.Duration
+		berr, aerr    error
+		want          time.Duration
+	}{
+		{2 * ms, 5 * ms, nil, nil, 3 * ms},
+		{2 * ms, 2 * ms, nil, nil, 0},
+		{5 * ms, 2 * ms, nil, nil, unknownWait}, // a thread exited between the reads
+		{0, 5 * ms, errors.New("no agent running"), nil, unknownWait},
+		{2 * ms, 0, nil, errors.New("gone"), unknownWait},
+	} {
+		if got := waitedBetween(c.before, c.after, c.berr, c.aerr); got != c.want {
+			t.Errorf("waitedBetween(%v, %v, %v, %v) = %v, want %v", c.before, c.after, c.berr, c.aerr, got, c.want)
+		}
+	}
+	if _, err := agentDelay(0); err == nil {
+		t.Error("agentDelay(0) read a wait; want an error: no agent")
+	}
+	if _, err := agentDelay(os.Getpid()); err != nil {
+		t.Errorf("agentDelay of the test's own PID: %v", err)
 	}
 }

@@ -69,4 +69,9 @@ type Query struct {
 	// TimerWaited is how long the timer's threads waited for a CPU
 	// within Took (timerwait.go); unknownWait where it could not read it.
 	TimerWaited time.Duration
+	// AgentWaited is how long the agent's threads, all of them, waited
+	// for a CPU while the soak waited for the timer's answer: the query's
+	// threads' wait and others'; unknownWait where it could not be read
+	// (an agent replaced meanwhile, or none).
+	AgentWaited time.Duration
 }

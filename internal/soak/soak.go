@@ -105,7 +105,8 @@ func Run(ctx context.Context, t testing.TB, cfg Config) (*Result, error) {
 	}
 	defer tm.close()
 	start := time.Now()
-	q := &queries{base: ag.base, timer: tm, load: l, start: start, up: func() bool { return ag.current() != nil }}
+	q := &queries{base: ag.base, timer: tm, load: l, start: start, up: func() bool { return ag.current() != nil },
+		agentPID: ag.currentPID}
 	v := &verifier{client: client, load: l, settle: 10 * time.Second, giveUp: 90 * time.Second}
 	s := &sampler{cfg: cfg, ag: ag, db: db, q: q, v: v, l: l, start: start}
 

@@ -49,12 +49,17 @@ func raiseTimer() error {
 }
 
 // runDelay is how long the process's threads have waited for a CPU in
-// all (each thread's schedstat run_delay, summed; an exited thread's is
-// lost, so a difference across one may be short by its share).
-func runDelay() (time.Duration, error) {
-	paths, err := filepath.Glob("/proc/self/task/*/schedstat")
+// all (runDelayOf).
+func runDelay() (time.Duration, error) { return runDelayOf("self") }
+
+// runDelayOf is how long process pid's threads ("self": this process's)
+// have waited for a CPU in all (each thread's schedstat run_delay, summed;
+// an exited thread's is lost, so a difference across one may be short by
+// its share).
+func runDelayOf(pid string) (time.Duration, error) {
+	paths, err := filepath.Glob("/proc/" + pid + "/task/*/schedstat")
 	if err != nil || len(paths) == 0 {
-		return 0, fmt.Errorf("listing the timer's threads: %w", cmpErr(err, os.ErrNotExist))
+		return 0, fmt.Errorf("listing process %s's threads: %w", pid, cmpErr(err, os.ErrNotExist))
 	}
 	var sum time.Duration
 	for _, p := range paths {
