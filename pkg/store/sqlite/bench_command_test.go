@@ -18,12 +18,15 @@ import (
 // `/bin/sleep 5` (its root's line holds it too), all exited, written 300
 // processes a transaction as the agent commits them. The search is for
 // "/bin/sleep 5" in the pod, 100 a page: 460 processes match, in 230 of
-// the store's runs. `go test -run '^$' -bench QuerySoakCommand ./pkg/store/sqlite`
+// the store's runs. Its context can be cancelled, as an API request's
+// can. `go test -run '^$' -bench QuerySoakCommand ./pkg/store/sqlite`
 func BenchmarkQuerySoakCommand(b *testing.B) {
 	d := soakStore(b)
 	f := store.ProcessFilter{Command: "/bin/sleep 5", Pod: "runner-0", Limit: 100}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	runBenchQueries(b, d, []benchQuery{{"Page", func(*rand.Rand) (int, error) {
-		page, _, err := d.store.ListProcesses(context.Background(), f)
+		page, _, err := d.store.ListProcesses(ctx, f)
 		if err == nil && len(page) != 100 {
 			err = fmt.Errorf("%d processes, want a page of 100", len(page))
 		}
