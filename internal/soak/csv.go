@@ -66,6 +66,7 @@ func queryColumns() []column[Query] {
 		secondsCol("first_byte_s", func(q *Query) *time.Duration { return &q.FirstByte }),
 		secondsCol("timer_waited_s", func(q *Query) *time.Duration { return &q.TimerWaited }),
 		secondsCol("agent_waited_s", func(q *Query) *time.Duration { return &q.AgentWaited }),
+		secondsCol("agent_ran_s", func(q *Query) *time.Duration { return &q.AgentRan }),
 	}
 }
 

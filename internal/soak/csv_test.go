@@ -194,9 +194,9 @@ func TestEventsCSVRoundTrip(t *testing.T) {
 func TestQueriesCSVRoundTrip(t *testing.T) {
 	start := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	roundTrip(t, []Query{
-		{At: start.Add(2 * time.Second), Elapsed: 2 * time.Second, Kind: "who", Took: 1234567 * time.Nanosecond, FirstByte: time.Millisecond, TimerWaited: 250 * time.Microsecond, AgentWaited: 3 * time.Millisecond},
-		{At: start.Add(time.Hour + 1), Elapsed: time.Hour + 1, Kind: "processes by command", Took: 18 * time.Millisecond, FirstByte: 9 * time.Millisecond, TimerWaited: unknownWait, AgentWaited: unknownWait},
-	}, WriteQueriesCSV, ReadQueriesCSV, "at,elapsed_s,kind,took_s,first_byte_s,timer_waited_s,agent_waited_s\n2025-03-01T12:00:02Z,2,who,0.001234567,0.001,0.00025,0.003\n")
+		{At: start.Add(2 * time.Second), Elapsed: 2 * time.Second, Kind: "who", Took: 1234567 * time.Nanosecond, FirstByte: time.Millisecond, TimerWaited: 250 * time.Microsecond, AgentWaited: 3 * time.Millisecond, AgentRan: 5 * time.Millisecond},
+		{At: start.Add(time.Hour + 1), Elapsed: time.Hour + 1, Kind: "processes by command", Took: 18 * time.Millisecond, FirstByte: 9 * time.Millisecond, TimerWaited: unknownWait, AgentWaited: unknownWait, AgentRan: unknownWait},
+	}, WriteQueriesCSV, ReadQueriesCSV, "at,elapsed_s,kind,took_s,first_byte_s,timer_waited_s,agent_waited_s,agent_ran_s\n2025-03-01T12:00:02Z,2,who,0.001234567,0.001,0.00025,0.003,0.005\n")
 }
 
 // FuzzReadCSV: any input is read or refused with an error, never a

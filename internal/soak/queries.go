@@ -74,9 +74,9 @@ func (q *queries) run(ctx context.Context, interval time.Duration) {
 func (q *queries) time(kind, url string) {
 	at := time.Now()
 	pid := q.agentPID()
-	before, berr := agentDelay(pid)
+	before, berr := agentCPU(pid)
 	tm, err := q.timer.get(url)
-	after, aerr := agentDelay(pid)
+	after, aerr := agentCPU(pid)
 	if err != nil {
 		if q.up() {
 			q.fails.Add(1)
@@ -87,17 +87,27 @@ func (q *queries) time(kind, url string) {
 	q.mu.Lock()
 	q.latencies = append(q.latencies, tm.took)
 	q.log = append(q.log, Query{At: at, Elapsed: at.Sub(q.start), Kind: kind, Took: tm.took, FirstByte: tm.firstByte, TimerWaited: tm.waited,
-		AgentWaited: waitedBetween(before, after, berr, aerr)})
+		AgentWaited: waitedBetween(before.waited, after.waited, berr, aerr),
+		AgentRan:    ranBetween(before, after, berr, aerr)})
 	q.mu.Unlock()
 }
 
-// agentDelay is the wait for a CPU of agent pid's threads so far
-// (runDelayOf); an error for none (0).
-func agentDelay(pid int) (time.Duration, error) {
+// agentCPU is what agent pid's threads have run and waited for a CPU so
+// far (cpuTimes); an error for none (0).
+func agentCPU(pid int) (cpuTime, error) {
 	if pid == 0 {
-		return 0, errors.New("no agent running")
+		return cpuTime{}, errors.New("no agent running")
 	}
-	return runDelayOf(strconv.Itoa(pid))
+	return cpuTimes(strconv.Itoa(pid))
+}
+
+// ranBetween is the run time between two readings, unknownWait where the
+// wait between them is (waitedBetween) or the run time went back.
+func ranBetween(before, after cpuTime, berr, aerr error) time.Duration {
+	if waitedBetween(before.waited, after.waited, berr, aerr) == unknownWait || after.ran < before.ran {
+		return unknownWait
+	}
+	return after.ran - before.ran
 }
 
 // waitedBetween is after less before, unknownWait where either was not
@@ -176,6 +186,19 @@ func agentWaits(qs []Query, slow time.Duration) (KindLatency, int) {
 		}
 	}
 	return waits(over, func(q Query) time.Duration { return q.AgentWaited })
+}
+
+// agentRuns is what the agent's threads ran on a CPU within the queries
+// that took over slow (Query.AgentRan): beside their wait, whether the
+// agent was busy with other work then or held off the CPUs.
+func agentRuns(qs []Query, slow time.Duration) (KindLatency, int) {
+	var over []Query
+	for _, q := range qs {
+		if q.Took > slow {
+			over = append(over, q)
+		}
+	}
+	return waits(over, func(q Query) time.Duration { return q.AgentRan })
 }
 
 // waits is the distribution of wait over qs, those unknownWait left out

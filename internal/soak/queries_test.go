@@ -87,10 +87,28 @@ func TestAgentWaits(t *testing.T) {
 			t.Errorf("waitedBetween(%v, %v, %v, %v) = %v, want %v", c.before, c.after, c.berr, c.aerr, got, c.want)
 		}
 	}
-	if _, err := agentDelay(0); err == nil {
-		t.Error("agentDelay(0) read a wait; want an error: no agent")
+	if _, err := agentCPU(0); err == nil {
+		t.Error("agentCPU(0) read a wait; want an error: no agent")
 	}
-	if _, err := agentDelay(os.Getpid()); err != nil {
-		t.Errorf("agentDelay of the test's own PID: %v", err)
+	if c, err := agentCPU(os.Getpid()); err != nil || c.ran <= 0 {
+		t.Errorf("agentCPU of the test's own PID: %+v, %v; want a run time", c, err)
+	}
+	ran := []Query{{Took: 12 * ms, AgentRan: 7 * ms}, {Took: 5 * ms, AgentRan: 30 * ms}, {Took: 14 * ms, AgentRan: unknownWait}}
+	if r, unknown := agentRuns(ran, 10*ms); r.N != 1 || unknown != 1 || r.P50 != 7 {
+		t.Errorf("agentRuns = %+v, %d unknown; want the slow one read (7 ms), 1 unknown", r, unknown)
+	}
+	for _, c := range []struct {
+		before, after cpuTime
+		aerr          error
+		want          time.Duration
+	}{
+		{cpuTime{ran: 10 * ms, waited: ms}, cpuTime{ran: 14 * ms, waited: 2 * ms}, nil, 4 * ms},
+		{cpuTime{ran: 10 * ms}, cpuTime{ran: 9 * ms}, nil, unknownWait},                              // a thread exited
+		{cpuTime{ran: 10 * ms, waited: 3 * ms}, cpuTime{ran: 14 * ms, waited: ms}, nil, unknownWait}, // its wait too
+		{cpuTime{}, cpuTime{ran: ms}, errors.New("gone"), unknownWait},
+	} {
+		if got := ranBetween(c.before, c.after, nil, c.aerr); got != c.want {
+			t.Errorf("ranBetween(%+v, %+v, %v) = %v, want %v", c.before, c.after, c.aerr, got, c.want)
+		}
 	}
 }

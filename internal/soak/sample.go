@@ -74,4 +74,8 @@ type Query struct {
 	// threads' wait and others'; unknownWait where it could not be read
 	// (an agent replaced meanwhile, or none).
 	AgentWaited time.Duration
+	// AgentRan is how long the agent's threads, all of them, ran on a CPU
+	// over the same span: the query's work and the rest the agent did
+	// meanwhile; unknownWait where AgentWaited is.
+	AgentRan time.Duration
 }

@@ -49,46 +49,57 @@ func raiseTimer() error {
 }
 
 // runDelay is how long the process's threads have waited for a CPU in
-// all (runDelayOf).
-func runDelay() (time.Duration, error) { return runDelayOf("self") }
+// all (cpuTimes).
+func runDelay() (time.Duration, error) {
+	c, err := cpuTimes("self")
+	return c.waited, err
+}
 
-// runDelayOf is how long process pid's threads ("self": this process's)
-// have waited for a CPU in all (each thread's schedstat run_delay, summed;
+// cpuTime is a schedstat file's first two counts: the time on a CPU and
+// the time runnable, waiting for one.
+type cpuTime struct{ ran, waited time.Duration }
+
+// cpuTimes is how long process pid's threads ("self": this process's)
+// have run and waited for a CPU in all (each thread's schedstat, summed;
 // an exited thread's is lost, so a difference across one may be short by
 // its share).
-func runDelayOf(pid string) (time.Duration, error) {
+func cpuTimes(pid string) (cpuTime, error) {
 	paths, err := filepath.Glob("/proc/" + pid + "/task/*/schedstat")
 	if err != nil || len(paths) == 0 {
-		return 0, fmt.Errorf("listing process %s's threads: %w", pid, cmpErr(err, os.ErrNotExist))
+		return cpuTime{}, fmt.Errorf("listing process %s's threads: %w", pid, cmpErr(err, os.ErrNotExist))
 	}
-	var sum time.Duration
+	var sum cpuTime
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if errors.Is(err, os.ErrNotExist) {
 			continue // the thread exited between the listing and the read
 		}
 		if err != nil {
-			return 0, fmt.Errorf("reading %s: %w", p, err)
+			return cpuTime{}, fmt.Errorf("reading %s: %w", p, err)
 		}
-		d, err := parseSchedstat(b)
+		c, err := parseSchedstat(b)
 		if err != nil {
-			return 0, fmt.Errorf("reading %s: %w", p, err)
+			return cpuTime{}, fmt.Errorf("reading %s: %w", p, err)
 		}
-		sum += d
+		sum.ran += c.ran
+		sum.waited += c.waited
 	}
 	return sum, nil
 }
 
-// parseSchedstat reads the run_delay of a schedstat file: "<ns on a CPU>
-// <ns waiting for one> <timeslices>\n".
-func parseSchedstat(b []byte) (time.Duration, error) {
+// parseSchedstat reads a schedstat file: "<ns on a CPU> <ns waiting for
+// one> <timeslices>\n".
+func parseSchedstat(b []byte) (cpuTime, error) {
 	f := bytes.Fields(b)
 	if len(f) != 3 {
-		return 0, fmt.Errorf("parsing schedstat %.60q: %d fields, want 3", b, len(f))
+		return cpuTime{}, fmt.Errorf("parsing schedstat %.60q: %d fields, want 3", b, len(f))
 	}
-	ns, err := strconv.ParseInt(string(f[1]), 10, 64)
-	if err != nil || ns < 0 {
-		return 0, fmt.Errorf("parsing schedstat %.60q: run_delay %q is not a count of nanoseconds", b, f[1])
+	var ns [2]int64
+	for i, name := range []string{"run time", "run_delay"} {
+		var err error
+		if ns[i], err = strconv.ParseInt(string(f[i]), 10, 64); err != nil || ns[i] < 0 {
+			return cpuTime{}, fmt.Errorf("parsing schedstat %.60q: %s %q is not a count of nanoseconds", b, name, f[i])
+		}
 	}
-	return time.Duration(ns), nil
+	return cpuTime{ran: time.Duration(ns[0]), waited: time.Duration(ns[1])}, nil
 }

@@ -22,29 +22,31 @@ import (
 func TestParseSchedstat(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want time.Duration
+		want cpuTime
 		err  string
 	}{
-		{"5427394 120033 31\n", 120033, ""},
-		{"0 0 0", 0, ""},
-		{"5427394 120033\n", 0, "2 fields"},
-		{"5427394 12x 31\n", 0, "not a count"},
-		{"1 -5 2\n", 0, "not a count"},
-		{"", 0, "0 fields"},
+		{"5427394 120033 31\n", cpuTime{ran: 5427394, waited: 120033}, ""},
+		{"0 0 0", cpuTime{}, ""},
+		{"5427394 120033\n", cpuTime{}, "2 fields"},
+		{"5427394 12x 31\n", cpuTime{}, "run_delay \"12x\" is not a count"},
+		{"54y 12 31\n", cpuTime{}, "run time \"54y\" is not a count"},
+		{"1 -5 2\n", cpuTime{}, "not a count"},
+		{"-1 5 2\n", cpuTime{}, "not a count"},
+		{"", cpuTime{}, "0 fields"},
 	} {
 		got, err := parseSchedstat([]byte(tc.in))
 		if got != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("parseSchedstat(%q) = %s, %v; want %s, %q", tc.in, got, err, tc.want, tc.err)
+			t.Errorf("parseSchedstat(%q) = %+v, %v; want %+v, %q", tc.in, got, err, tc.want, tc.err)
 		}
 	}
 }
 
-// FuzzParseSchedstat: any bytes give a wait of at least zero or an error.
+// FuzzParseSchedstat: any bytes give times of at least zero or an error.
 func FuzzParseSchedstat(f *testing.F) {
 	f.Add([]byte("5427394 120033 31\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if d, err := parseSchedstat(b); err == nil && d < 0 {
-			t.Fatalf("parseSchedstat(%q) = %s", b, d)
+		if c, err := parseSchedstat(b); err == nil && (c.ran < 0 || c.waited < 0) {
+			t.Fatalf("parseSchedstat(%q) = %+v", b, c)
 		}
 	})
 }
