@@ -179,26 +179,25 @@ func timerWaits(qs []Query) (KindLatency, int) {
 // whether a slow query's time went to its work or to waiting for the
 // node's CPUs.
 func agentWaits(qs []Query, slow time.Duration) (KindLatency, int) {
-	var over []Query
-	for _, q := range qs {
-		if q.Took > slow {
-			over = append(over, q)
-		}
-	}
-	return waits(over, func(q Query) time.Duration { return q.AgentWaited })
+	return waits(slowerThan(qs, slow), func(q Query) time.Duration { return q.AgentWaited })
 }
 
 // agentRuns is what the agent's threads ran on a CPU within the queries
 // that took over slow (Query.AgentRan): beside their wait, whether the
 // agent was busy with other work then or held off the CPUs.
 func agentRuns(qs []Query, slow time.Duration) (KindLatency, int) {
-	var over []Query
+	return waits(slowerThan(qs, slow), func(q Query) time.Duration { return q.AgentRan })
+}
+
+// slowerThan is the queries of qs that took longer than slow.
+func slowerThan(qs []Query, slow time.Duration) []Query {
+	var out []Query
 	for _, q := range qs {
 		if q.Took > slow {
-			over = append(over, q)
+			out = append(out, q)
 		}
 	}
-	return waits(over, func(q Query) time.Duration { return q.AgentRan })
+	return out
 }
 
 // waits is the distribution of wait over qs, those unknownWait left out

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -322,15 +321,7 @@ func TestSessionCommandSearch(t *testing.T) {
 func TestArgvsServedAsCopies(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
-	var batch []join.Process
-	for i, line := range []string{"cat /etc/shadow", "id -u", "cat /etc/shadow"} {
-		p := process(fmt.Sprintf("p-%d", i), "", i)
-		p.Argv, p.Exit, p.ExitCode = strings.Fields(line), p.Start.Add(time.Second), ptr(0)
-		batch = append(batch, p)
-	}
-	if err := s.Write(ctx, store.Batch{Processes: batch}); err != nil {
-		t.Fatal(err)
-	}
+	writeExitedLines(t, s, "cat /etc/shadow", "id -u", "cat /etc/shadow")
 	argvs := func() map[string]string {
 		page, _, err := s.ListProcesses(ctx, store.ProcessFilter{})
 		if err != nil || len(page) != 3 {

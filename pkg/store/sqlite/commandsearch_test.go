@@ -100,15 +100,7 @@ func TestCommandSearchRemembersMatches(t *testing.T) {
 func TestRetentionKeepsNewestCommand(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
-	var batch []join.Process
-	for i, line := range []string{"rm -rf /a", "rm -rf /b", "cat /c"} {
-		p := process(fmt.Sprintf("p-%d", i), "", i)
-		p.Argv, p.Exit, p.ExitCode = strings.Fields(line), p.Start.Add(time.Second), ptr(0)
-		batch = append(batch, p)
-	}
-	if err := s.Write(ctx, store.Batch{Processes: batch}); err != nil {
-		t.Fatal(err)
-	}
+	writeExitedLines(t, s, "rm -rf /a", "rm -rf /b", "cat /c")
 	before, err := s.matchCommands(ctx, "rm -rf")
 	if err != nil || len(before.set) != 2 { // positive control
 		t.Fatalf("before retention: %+v, %v; want the two rm lines", before, err)
@@ -139,5 +131,20 @@ func TestRetentionKeepsNewestCommand(t *testing.T) {
 	page, _, err := s.ListProcesses(ctx, store.ProcessFilter{Command: "rm -rf"})
 	if err != nil || len(page) != 1 || page[0].ProcessID != "p-late" {
 		t.Fatalf("processes running rm -rf: %+v, %v; want p-late", page, err)
+	}
+}
+
+// writeExitedLines writes one exited process p-<i> per command line, the
+// i-th started i seconds past base.
+func writeExitedLines(t *testing.T, s *Store, lines ...string) {
+	t.Helper()
+	var batch []join.Process
+	for i, line := range lines {
+		p := process(fmt.Sprintf("p-%d", i), "", i)
+		p.Argv, p.Exit, p.ExitCode = strings.Fields(line), p.Start.Add(time.Second), ptr(0)
+		batch = append(batch, p)
+	}
+	if err := s.Write(context.Background(), store.Batch{Processes: batch}); err != nil {
+		t.Fatal(err)
 	}
 }
