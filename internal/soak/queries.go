@@ -77,6 +77,7 @@ func (q *queries) time(kind, url string) {
 	before, berr := agentCPU(pid)
 	tm, err := q.timer.get(url)
 	after, aerr := agentCPU(pid)
+	agent := cpuBetween(before, after, errors.Join(berr, aerr))
 	if err != nil {
 		if q.up() {
 			q.fails.Add(1)
@@ -87,8 +88,7 @@ func (q *queries) time(kind, url string) {
 	q.mu.Lock()
 	q.latencies = append(q.latencies, tm.took)
 	q.log = append(q.log, Query{At: at, Elapsed: at.Sub(q.start), Kind: kind, Took: tm.took, FirstByte: tm.firstByte, TimerWaited: tm.waited,
-		AgentWaited: waitedBetween(before.waited, after.waited, berr, aerr),
-		AgentRan:    ranBetween(before, after, berr, aerr)})
+		AgentWaited: agent.waited, AgentRan: agent.ran})
 	q.mu.Unlock()
 }
 
@@ -101,22 +101,14 @@ func agentCPU(pid int) (cpuTime, error) {
 	return cpuTimes(strconv.Itoa(pid))
 }
 
-// ranBetween is the run time between two readings, unknownWait where the
-// wait between them is (waitedBetween) or the run time went back.
-func ranBetween(before, after cpuTime, berr, aerr error) time.Duration {
-	if waitedBetween(before.waited, after.waited, berr, aerr) == unknownWait || after.ran < before.ran {
-		return unknownWait
+// cpuBetween is what the agent's threads ran and waited between two
+// readings; both unknownWait where either reading failed or a count went
+// back (a thread exited between them).
+func cpuBetween(before, after cpuTime, err error) cpuTime {
+	if err != nil || after.ran < before.ran || after.waited < before.waited {
+		return cpuTime{ran: unknownWait, waited: unknownWait}
 	}
-	return after.ran - before.ran
-}
-
-// waitedBetween is after less before, unknownWait where either was not
-// read or the wait went back (a thread exited between the reads).
-func waitedBetween(before, after time.Duration, berr, aerr error) time.Duration {
-	if berr != nil || aerr != nil || after < before {
-		return unknownWait
-	}
-	return after - before
+	return cpuTime{ran: after.ran - before.ran, waited: after.waited - before.waited}
 }
 
 // interval returns the latencies since the last call.

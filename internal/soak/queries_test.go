@@ -62,8 +62,9 @@ func TestTimerWaits(t *testing.T) {
 	}
 }
 
-// TestAgentWaits: the agent's waits are read over the slow queries alone,
-// those not read counted apart; a wait that went back is not read.
+// TestAgentWaits: the agent's waits and run times are read over the slow
+// queries alone, those not read counted apart; a reading that went back
+// is not read.
 func TestAgentWaits(t *testing.T) {
 	ms := time.Millisecond
 	qs := []Query{{Took: 5 * ms, AgentWaited: 4 * ms}, {Took: 12 * ms, AgentWaited: 6 * ms},
@@ -71,21 +72,6 @@ func TestAgentWaits(t *testing.T) {
 	w, unknown := agentWaits(qs, 10*ms)
 	if w.N != 2 || unknown != 1 || w.P50 != 6 || w.Max != 6 {
 		t.Fatalf("agentWaits = %+v, %d unknown; want the two slow ones read (p50 6, most 6 ms), 1 unknown", w, unknown)
-	}
-	for _, c := range []struct {
-		before, after time.Duration
-		berr, aerr    error
-		want          time.Duration
-	}{
-		{2 * ms, 5 * ms, nil, nil, 3 * ms},
-		{2 * ms, 2 * ms, nil, nil, 0},
-		{5 * ms, 2 * ms, nil, nil, unknownWait}, // a thread exited between the reads
-		{0, 5 * ms, errors.New("no agent running"), nil, unknownWait},
-		{2 * ms, 0, nil, errors.New("gone"), unknownWait},
-	} {
-		if got := waitedBetween(c.before, c.after, c.berr, c.aerr); got != c.want {
-			t.Errorf("waitedBetween(%v, %v, %v, %v) = %v, want %v", c.before, c.after, c.berr, c.aerr, got, c.want)
-		}
 	}
 	if _, err := agentCPU(0); err == nil {
 		t.Error("agentCPU(0) read a wait; want an error: no agent")
@@ -97,18 +83,20 @@ func TestAgentWaits(t *testing.T) {
 	if r, unknown := agentRuns(ran, 10*ms); r.N != 1 || unknown != 1 || r.P50 != 7 {
 		t.Errorf("agentRuns = %+v, %d unknown; want the slow one read (7 ms), 1 unknown", r, unknown)
 	}
+	unknown2 := cpuTime{ran: unknownWait, waited: unknownWait}
 	for _, c := range []struct {
 		before, after cpuTime
-		aerr          error
-		want          time.Duration
+		err           error
+		want          cpuTime
 	}{
-		{cpuTime{ran: 10 * ms, waited: ms}, cpuTime{ran: 14 * ms, waited: 2 * ms}, nil, 4 * ms},
-		{cpuTime{ran: 10 * ms}, cpuTime{ran: 9 * ms}, nil, unknownWait},                              // a thread exited
-		{cpuTime{ran: 10 * ms, waited: 3 * ms}, cpuTime{ran: 14 * ms, waited: ms}, nil, unknownWait}, // its wait too
-		{cpuTime{}, cpuTime{ran: ms}, errors.New("gone"), unknownWait},
+		{cpuTime{ran: 10 * ms, waited: ms}, cpuTime{ran: 14 * ms, waited: 2 * ms}, nil, cpuTime{ran: 4 * ms, waited: ms}},
+		{cpuTime{ran: 10 * ms, waited: ms}, cpuTime{ran: 10 * ms, waited: ms}, nil, cpuTime{}},
+		{cpuTime{ran: 10 * ms}, cpuTime{ran: 9 * ms}, nil, unknown2},                              // a thread exited
+		{cpuTime{ran: 10 * ms, waited: 3 * ms}, cpuTime{ran: 14 * ms, waited: ms}, nil, unknown2}, // its wait too
+		{cpuTime{}, cpuTime{ran: ms}, errors.New("no agent running"), unknown2},
 	} {
-		if got := ranBetween(c.before, c.after, nil, c.aerr); got != c.want {
-			t.Errorf("ranBetween(%+v, %+v, %v) = %v, want %v", c.before, c.after, c.aerr, got, c.want)
+		if got := cpuBetween(c.before, c.after, c.err); got != c.want {
+			t.Errorf("cpuBetween(%+v, %+v, %v) = %+v, want %+v", c.before, c.after, c.err, got, c.want)
 		}
 	}
 }
