@@ -303,7 +303,9 @@ e2e-cluster: deps-test
 ## scripts/e2e-kernels/run.sh documents the rest. Runtimes: in the guests
 ## (pure cgroup v2) the container tests run again with crun
 ## (E2E_KERNELS_CRUN_RUN), and one end-to-end attribution through `correlator
-## run` with runc and crun (E2E_KERNELS_E2E_RUN); empty: none.
+## run` with runc and crun (E2E_KERNELS_E2E_RUN); empty: none. The guests
+## run as many at once as the machine has CPUs (E2E_KERNELS_JOBS=1: one at
+## a time), the host's kernel after them.
 KERNELS          ?= 5.10 6.1 6.12 arm64:5.10 arm64:6.1 arm64:6.12 host
 E2E_KERNELS_RUN  ?= .
 E2E_KERNELS_DEPS := qemu-system-x86:qemu-system-x86_64 busybox-static:static:busybox kmod:depmod xz-utils:xz cpio:cpio crun:crun

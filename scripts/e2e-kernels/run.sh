@@ -49,6 +49,10 @@
 #   E2E_KERNELS_BENCHTIME    their -test.benchtime (1000x)
 #   E2E_KERNELS_TESTBIN      a pkg/capture test binary to use instead of
 #                            building one (amd64 kernels and host)
+#   E2E_KERNELS_JOBS         guests at once (the machine's CPUs, at most one
+#                            per guest): a single-threaded TCG guest keeps
+#                            one host CPU busy, so two CPUs run two guests in
+#                            the wall clock of one; "host" runs after them
 #   E2E_KERNELS_OUT          results ($KERNEL_CACHE/run)
 #   KERNEL_CACHE             kernels and apt state (/var/cache/correlator-e2e-kernels)
 set -euo pipefail
@@ -113,6 +117,10 @@ arch_of() {
 	case $1 in arm64:*) echo arm64 ;; *) echo amd64 ;; esac
 }
 
+# bindir_of K: where K's architecture's binaries are (bins builds them).
+bindir_of() {
+	case $(arch_of "$1") in amd64) echo "$work" ;; *) echo "$work/$(arch_of "$1")" ;; esac
+}
 # bins K: sets bindir, the directory of K's architecture's binaries, built
 # once: the pkg/capture test binary (capture.test), for arm64 the forger
 # (internal/testutil/forger, which the guests cannot compile), and when K
@@ -123,8 +131,8 @@ declare -A built=()
 bins() {
 	local arch goenv=()
 	arch=$(arch_of "$1")
-	bindir=$work
-	[[ $arch == amd64 ]] || { bindir=$work/$arch; goenv=(GOARCH="$arch"); }
+	bindir=$(bindir_of "$1")
+	[[ $arch == amd64 ]] || goenv=(GOARCH="$arch")
 	mkdir -p "$bindir"
 	if [[ -z ${built[$arch]:-} ]]; then
 		if [[ $arch == amd64 && -n ${E2E_KERNELS_TESTBIN:-} ]]; then
@@ -353,13 +361,27 @@ report() {
 }
 
 : >"$work/summary"
-failed=()
+# Each kernel's results go to its own directory; the guests run in $nlanes
+# lanes, each taking the next kernel in KERNELS's order as it frees; "host"
+# runs alone after them (its tests want the machine). Everything a lane
+# shares is made first: the binaries, the kernels, the arm64 root.
+guests=() hosts=()
 for k in $kernels; do
 	k=${k#amd64:}
-	out=$work/${k/:/-}
-	rm -rf "$out"
-	mkdir -p "$out"
+	rm -rf "${work:?}/${k/:/-}"
+	mkdir -p "$work/${k/:/-}"
 	bins "$k"
+	if [[ $k == host ]]; then
+		hosts+=("$k")
+	else
+		bash "$here/fetch.sh" "$k" >/dev/null
+		[[ $(arch_of "$k") == amd64 ]] || bash "$here/userland.sh" "$(arch_of "$k")" >/dev/null
+		guests+=("$k")
+	fi
+done
+# run_one K: one kernel, its wall clock in OUT/wall.seconds.
+run_one() {
+	local k=$1 out=$work/${1/:/-} start
 	start=$(date +%s)
 	if [[ $k == host ]]; then
 		uname -r | sed 's/^/host /' >"$out/version"
@@ -367,13 +389,53 @@ for k in $kernels; do
 		(
 			set -a
 			# shellcheck source=/dev/null
-			. <(envfile host "/lib/modules/$(uname -r)" "$bindir")
+			. <(envfile host "/lib/modules/$(uname -r)" "$(bindir_of host)")
 			bash "$here/tests.sh" "$out"
 		) | sed -u "s/^/[host] /"
 	else
+		bindir=$(bindir_of "$k")
 		boot "$k" "$out"
 	fi
-	report "$k" "$out" "$(($(date +%s) - start))" || failed+=("$k")
+	echo $(($(date +%s) - start)) >"$out/wall.seconds"
+}
+# lane: run the queue's next kernel until none is left (flock hands each
+# kernel to one lane).
+lane() {
+	local i
+	while :; do
+		i=$({
+			flock 9
+			read -r i <"$work/queue" || i=0
+			echo $((i + 1)) >"$work/queue"
+			echo "$i"
+		} 9>"$work/queue.lock")
+		((i < ${#guests[@]})) || return 0
+		# In the background so that set -e holds in it; its report says
+		# what it left undone.
+		run_one "${guests[i]}" &
+		wait $! || echo "e2e-kernels: ${guests[i]}: exited with status $?" >&2
+	done
+}
+echo 0 >"$work/queue"
+nlanes=${E2E_KERNELS_JOBS:-$(nproc)}
+((nlanes >= 1)) || nlanes=1
+((nlanes <= ${#guests[@]})) || nlanes=${#guests[@]}
+if ((${#guests[@]} > 0)); then
+	echo "e2e-kernels: ${#guests[@]} guests in $nlanes lanes: ${guests[*]}"
+	lanes=()
+	for ((j = 0; j < nlanes; j++)); do
+		lane &
+		lanes+=($!)
+	done
+	wait "${lanes[@]}" || true
+fi
+for k in "${hosts[@]}"; do run_one "$k"; done
+
+failed=()
+for k in $kernels; do
+	k=${k#amd64:}
+	out=$work/${k/:/-}
+	report "$k" "$out" "$(cat "$out/wall.seconds" 2>/dev/null || echo -)" || failed+=("$k")
 	report_runtimes "$k" "$out" || [[ " ${failed[*]} " == *" $k "* ]] || failed+=("$k") # the runtimes block
 done
 
