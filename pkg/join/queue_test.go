@@ -55,3 +55,53 @@ func skip(pq *procQueue, q *queue, h int, keep func(qent) bool) {
 		pq.pop(h)
 	}
 }
+
+// TestQueueFIFO: a queue reads back what a plain slice of the same pushes
+// would, through pops that compact it in place and after bursts that
+// shrink it; and a steady push and pop allocates nothing once warm.
+func TestQueueFIFO(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	var q queue
+	var model []qent
+	for i := range 200_000 {
+		burst := i%50_000 < 5_000 // pushes outrun pops, then pops drain
+		if r := rng.Intn(10); burst && r < 8 || !burst && r < 5 {
+			e := qent{id: fmt.Sprint(i), seq: uint64(i), t: int64(i)}
+			q.requeue(e)
+			model = append(model, e)
+			continue
+		}
+		got, ok := q.peek()
+		if ok != (len(model) > 0) || ok && got != model[0] {
+			t.Fatalf("op %d: peek %v %v, want %v", i, got, ok, model[:min(1, len(model))])
+		}
+		if ok {
+			q.pop()
+			model = model[1:]
+		}
+	}
+	if q.size() != len(model) {
+		t.Fatalf("holds %d, want %d", q.size(), len(model))
+	}
+	for range 10_000 {
+		q.pop()
+	}
+	if c, n := cap(q.items), q.size(); c > 4*n+4096+2048 {
+		t.Errorf("after draining a burst: capacity %d for %d entries", c, n)
+	}
+
+	var steady queue
+	e := qent{id: "a"}
+	for range 10_000 {
+		steady.requeue(e)
+	}
+	// Each run spans several compactions (one per ~10,000 pops here).
+	if n := testing.AllocsPerRun(20, func() {
+		for range 50_000 {
+			steady.requeue(e)
+			steady.pop()
+		}
+	}); n != 0 {
+		t.Errorf("50,000 steady pushes and pops allocate %.0f times", n)
+	}
+}

@@ -182,7 +182,7 @@ func rewriteRun(ctx context.Context, tx *sql.Tx, run int64, body []byte, keep fu
 		_, err = tx.ExecContext(ctx, `DELETE FROM process_runs WHERE id = ?`, run)
 	default:
 		_, err = tx.ExecContext(ctx, `UPDATE process_runs SET first_start = ?, last_start = ?, last_exit = ?,
-			n = ?, body = ? WHERE id = ?`, first, last, lastExit, len(kept), string(runBody(kept)), run)
+			n = ?, body = ? WHERE id = ?`, first, last, lastExit, len(kept), bindText(runBody(kept)), run)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("rewriting run %d: %w", run, err)
@@ -219,7 +219,7 @@ func insertRun(ctx context.Context, ts *txStmts, cmds *txCommands, k runKey, ps 
 		return fmt.Errorf("preparing run insert: %w", err)
 	}
 	var run int64
-	args := append(k.args(), nanos(ps[0].Start), nanos(ps[len(ps)-1].Start), lastExit, len(ps), string(body))
+	args := append(k.args(), nanos(ps[0].Start), nanos(ps[len(ps)-1].Start), lastExit, len(ps), bindText(body))
 	if err := ins.QueryRowContext(ctx, args...).Scan(&run); err != nil {
 		return fmt.Errorf("inserting run of session %s: %w", k.auditID, err)
 	}
