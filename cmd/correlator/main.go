@@ -5,8 +5,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -23,12 +25,25 @@ type globalOptions struct {
 }
 
 // logger builds the root logger; subcommands derive component sub-loggers from it.
-func (g *globalOptions) logger() zerolog.Logger {
-	lvl, err := zerolog.ParseLevel(g.logLevel)
+func (g *globalOptions) logger() zerolog.Logger { return newLogger(os.Stderr, g.logLevel) }
+
+// newLogger is the root logger writing to w at level (info when it does
+// not parse).
+func newLogger(w io.Writer, level string) zerolog.Logger {
+	lvl, err := zerolog.ParseLevel(level)
 	if err != nil {
 		lvl = zerolog.InfoLevel
 	}
-	return zerolog.New(os.Stderr).Level(lvl).With().Timestamp().Logger()
+	return zerolog.New(w).Level(lvl).Hook(millis{})
+}
+
+// millis stamps each entry with its time to the millisecond, where
+// zerolog's Timestamp gives whole seconds: a retention pass or a stall
+// lines up with the requests around it. RFC 3339 still reads it.
+type millis struct{}
+
+func (millis) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
+	e.Str(zerolog.TimestampFieldName, time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00"))
 }
 
 func main() {

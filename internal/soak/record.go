@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -302,7 +301,9 @@ func (s *sampler) result() *Result {
 	for g := 1; g <= s.ag.gen; g++ {
 		b, err := os.ReadFile(filepath.Join(s.cfg.Dir, fmt.Sprintf("agent-%d.log", g)))
 		if err == nil {
-			res.RetentionPasses += strings.Count(string(b), "retention deleted old records")
+			ps, n := parsePasses(b)
+			res.Passes = append(res.Passes, ps...)
+			res.RetentionPasses += n
 		}
 	}
 	return res

@@ -58,6 +58,7 @@ type Result struct {
 	ExecErr                                   string  // the first failed session's error
 	SawUnwritable                             bool    // the store said it could not write while the disk was full
 	RetentionPasses                           int     // passes that deleted something, from the agents' logs
+	Passes                                    []Pass  // those of them whose span the log gave
 	Agents                                    int
 }
 

@@ -95,9 +95,10 @@ func TestSoak(t *testing.T) {
 			"%d not read\nthe agent's threads' wait for a CPU, all of them, within the queries over %v: %s, %d not read; "+
 			"their time on a CPU: %s\n"+
 			"the agents' own query p99 (correlator_api_request_seconds, every query including the verifier's): "+
-			"%.2f ms; by route (session: the verifier's too): %s ms\nfirst exec error: %s\n",
+			"%.2f ms; by route (session: the verifier's too): %s ms\n%s\nfirst exec error: %s\n",
 			formatKinds(res.QueryByKind), formatFirstBytes(res.Queries), timerNice, waits, unknown, slow, agentWait, agentUnknown, agentRan,
-			res.AgentQueryP99, formatRoutes(res.AgentRouteP99), res.ExecErr)
+			res.AgentQueryP99, formatRoutes(res.AgentRouteP99), formatPasses(res.Passes, passOverlap(res.Queries, res.Passes, slow), slow),
+			res.ExecErr)
 	if err := os.WriteFile(filepath.Join(out, "figures.txt"), []byte(text), 0o644); err != nil {
 		t.Error(err)
 	}
@@ -122,6 +123,9 @@ func TestSoak(t *testing.T) {
 	t.Logf("the store said it could not write while the disk was full: %v", res.SawUnwritable)
 	if res.RetentionPasses < 2 {
 		t.Errorf("retention deleted rows %d times, want several", res.RetentionPasses)
+	}
+	if len(res.Passes) != res.RetentionPasses {
+		t.Errorf("%d of %d retention passes logged their span", len(res.Passes), res.RetentionPasses)
 	}
 	// Requests without an ID are the heuristic's, not looked up.
 	if withID := figs.Acked - res.IDless; withID <= 0 || figs.Verified < withID {
