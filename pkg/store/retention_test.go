@@ -42,7 +42,7 @@ func TestRunRetentionLogsItsDuration(t *testing.T) {
 	var buf bytes.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &busyRetainer{took: 2 * time.Millisecond, cancel: cancel}
-	tidy := func(context.Context) error { spin(60 * time.Millisecond); return nil }
+	tidy := func(context.Context) error { spin(200 * time.Millisecond); return nil }
 	if err := RunRetention(ctx, r, time.Hour, time.Millisecond, zerolog.New(&buf), tidy); err != context.Canceled {
 		t.Fatalf("RunRetention = %v, want context.Canceled", err)
 	}
@@ -57,8 +57,9 @@ func TestRunRetentionLogsItsDuration(t *testing.T) {
 	if line.Message != "retention deleted old records" || line.Sessions != 1 {
 		t.Fatalf("logged %+v, want the pass that deleted a session", line)
 	}
-	// Each its own: the pass's 2 ms cannot hold the tidying's 60.
-	if line.Took < 2 || line.Tidied < 60 || line.Took >= line.Tidied {
-		t.Errorf("took %.3f ms, tidied %.3f ms; want at least 2 and 60, the pass apart", line.Took, line.Tidied)
+	// Each its own: the pass's 2 ms cannot hold the tidying's 200 (a wide
+	// margin for a busy machine's preemption of the pass).
+	if line.Took < 2 || line.Tidied < 200 || line.Took >= line.Tidied {
+		t.Errorf("took %.3f ms, tidied %.3f ms; want at least 2 and 200, the pass apart", line.Took, line.Tidied)
 	}
 }
