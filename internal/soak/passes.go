@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/execid/correlator/pkg/store"
 )
 
-// passMessage is the agent's log line for a retention pass that deleted
-// something (pkg/store.RunRetention), written at the pass's end.
-const passMessage = "retention deleted old records"
+// passMessage is the agent's log message for a retention pass that
+// deleted something, written at the pass's end.
+const passMessage = store.RetentionPassMessage
 
 // Pass is one retention pass of an agent: from its start to the end of
 // its tidying, as its log line says.

@@ -16,6 +16,11 @@ type Deleted struct {
 	Alerts       int64 `json:"alerts"`
 }
 
+// RetentionPassMessage is the log message of a retention pass that deleted
+// something, with its counts and how long it ran (took, tidied; ms): the
+// soak reads the agent's log for it.
+const RetentionPassMessage = "retention deleted old records"
+
 // Retainer is a store that deletes by age what stopped mattering before t:
 // processes that exited before it (running ones stay, however old);
 // sessions that ended before it (or, never seen to end, were received
@@ -53,7 +58,7 @@ func RunRetention(ctx context.Context, r Retainer, maxAge, interval time.Duratio
 			}
 			log.Info().Int64("sessions", d.Sessions).Int64("processes", d.Processes).
 				Int64("auditRecords", d.AuditRecords).Int64("alerts", d.Alerts).
-				Dur("maxAge", maxAge).Dur("took", took).Dur("tidied", tidied).Msg("retention deleted old records")
+				Dur("maxAge", maxAge).Dur("took", took).Dur("tidied", tidied).Msg(RetentionPassMessage)
 		}
 		select {
 		case <-ctx.Done():

@@ -54,7 +54,7 @@ func TestRunRetentionLogsItsDuration(t *testing.T) {
 	if err := json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &line); err != nil {
 		t.Fatalf("one log line: %v\n%s", err, buf.Bytes())
 	}
-	if line.Message != "retention deleted old records" || line.Sessions != 1 {
+	if line.Message != RetentionPassMessage || line.Sessions != 1 {
 		t.Fatalf("logged %+v, want the pass that deleted a session", line)
 	}
 	// Each its own: the pass's 2 ms cannot hold the tidying's 200 (a wide
