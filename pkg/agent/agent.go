@@ -365,7 +365,7 @@ func (a *Agent) emit(ctx context.Context, since time.Time, ups []join.Update) {
 	}
 	var b store.Batch
 	// Sized to the whole rows alone: about half the updates are exits,
-	// and a slice for all of them was a twentieth of what the agent
+	// and a slice for all of them was nearly a tenth of what the agent
 	// allocated under the soak.
 	whole := 0
 	for _, u := range ups {

@@ -59,7 +59,7 @@ func (e *encoder) json(v any) any {
 // bindText is b as a string to bind as TEXT, without copying it: the
 // driver copies it into SQLite as it binds. Only for bytes nothing writes
 // again (made for the statement and dropped after it); the copies
-// string(b) made were a tenth of what the soak's agent allocated.
+// string(b) made were a twentieth of what the soak's agent allocated.
 func bindText(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // unmarshalJSON decodes what the store encoded with encoding/json, with
