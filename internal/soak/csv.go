@@ -46,6 +46,8 @@ func sampleColumns() []column[Sample] {
 		int64Col("acked", func(s *Sample) *int64 { return &s.Acked }),
 		int64Col("verified", func(s *Sample) *int64 { return &s.Verified }),
 		int64Col("lost", func(s *Sample) *int64 { return &s.Lost }),
+		floatCol("node_busy", func(s *Sample) *float64 { return &s.NodeBusy }),
+		floatCol("node_steal", func(s *Sample) *float64 { return &s.NodeSteal }),
 	}
 }
 

@@ -36,6 +36,8 @@ func fullSample() Sample {
 		Acked:         41000,
 		Verified:      40990,
 		Lost:          -1,
+		NodeBusy:      0.4375,
+		NodeSteal:     1.0 / 3,
 	}
 }
 
@@ -93,11 +95,12 @@ func TestWriteCSVFormat(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	wantHeader := "at,elapsed_s,agent,phase,rss_bytes,anon_bytes,heap_bytes,heap_kept_bytes,next_gc_bytes,goroutines,open_files,exec_rate,cpu_per_exec_us," +
-		"store_bytes,wal_bytes,ring_drops,evictions,store_dropped,queries,query_p99_ms,query_fails,acked,verified,lost"
+		"store_bytes,wal_bytes,ring_drops,evictions,store_dropped,queries,query_p99_ms,query_fails,acked,verified,lost,node_busy,node_steal"
 	if len(lines) != 2 || lines[0] != wantHeader {
 		t.Fatalf("got\n%s", buf.String())
 	}
-	if !strings.HasPrefix(lines[1], `2025-03-01T11:30:45.123456789Z,10802.000000005,2,"disk-full, ""quoted""",50331648,`) {
+	if !strings.HasPrefix(lines[1], `2025-03-01T11:30:45.123456789Z,10802.000000005,2,"disk-full, ""quoted""",50331648,`) ||
+		!strings.HasSuffix(lines[1], ",0.4375,0.3333333333333333") {
 		t.Errorf("row %q", lines[1])
 	}
 }

@@ -43,6 +43,9 @@ type sampler struct {
 	rateOK        bool
 	sawUnwritable bool
 	api           apiHists // the agents' own query times by route, every agent's added
+	node          nodeCPU  // the node's CPU times at the previous sample
+	nodeOK        bool
+	nodeFailed    bool // a reading failed; the first failure is logged
 }
 
 func (s *sampler) event(what string) {
@@ -70,6 +73,7 @@ func (s *sampler) execRate() (float64, bool) {
 func (s *sampler) sample(ctx context.Context) {
 	now := time.Now()
 	smp := Sample{At: now, Elapsed: now.Sub(s.start), StoreBytes: fileSize(s.db), WALBytes: fileSize(s.db + "-wal")}
+	node, nodeErr := readNodeCPU()
 	lat := s.q.interval()
 	smp.Queries, smp.QueryP99MS = len(lat), p99(lat)
 	smp.QueryFails = int(s.q.fails.Load())
@@ -85,6 +89,17 @@ func (s *sampler) sample(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	smp.Phase = s.phase
+	if nodeErr != nil {
+		if !s.nodeFailed {
+			s.cfg.Log("soak: %v (the samples' node figures are 0 from here to the next reading)", nodeErr)
+		}
+		s.nodeFailed, s.nodeOK = true, false
+	} else {
+		if s.nodeOK {
+			smp.NodeBusy, smp.NodeSteal, _ = nodeShares(s.node, node)
+		}
+		s.node, s.nodeOK = node, true
+	}
 	if p == nil || err != nil {
 		s.rateOK = false
 		smp.RingDrops, smp.Evictions, smp.StoreDropped = s.cum(s.prev)

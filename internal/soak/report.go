@@ -68,6 +68,14 @@ type Figures struct {
 	GoroutinesStart float64
 	GoroutinesEnd   float64
 
+	// The node's CPU time, every CPU's, over the readings after the
+	// warm-up (Sample.NodeBusy, NodeSteal), in percent: what tells a
+	// busier node from a slower agent between two runs.
+	NodeBusyMedianPct  float64
+	NodeBusyP90Pct     float64
+	NodeStealMedianPct float64
+	NodeStealMaxPct    float64
+
 	QueryP99MS       float64 // the caller's, over every query of the run
 	MaxIntervalP99MS float64 // over the intervals that had queries
 	Queries          int
@@ -110,7 +118,8 @@ func Summarize(samples []Sample, events []Event, warmUp time.Duration, queryP99 
 		ExecRateMedian: nan, ExecRateMax: nan,
 		MaxStoreMiB: nan, MaxWALMiB: nan, StoreMiBAtEnd: nan, StoreSlopeMiBPerHour: nan,
 		OpenFilesStart: nan, OpenFilesEnd: nan, GoroutinesStart: nan, GoroutinesEnd: nan,
-		MaxIntervalP99MS: nan,
+		MaxIntervalP99MS:  nan,
+		NodeBusyMedianPct: nan, NodeBusyP90Pct: nan, NodeStealMedianPct: nan, NodeStealMaxPct: nan,
 	}
 	f.Events = append([]Event(nil), events...)
 	sort.SliceStable(f.Events, func(i, j int) bool { return f.Events[i].Elapsed < f.Events[j].Elapsed })
@@ -147,8 +156,12 @@ func Summarize(samples []Sample, events []Event, warmUp time.Duration, queryP99 
 	if len(post) == 0 {
 		return f
 	}
-	var rates []float64
+	var rates, busyNode, steal []float64
 	for _, x := range post {
+		if x.NodeBusy > 0 || x.NodeSteal > 0 { // 0 and 0: not read
+			busyNode, steal = append(busyNode, x.NodeBusy*100), append(steal, x.NodeSteal*100)
+			f.NodeStealMaxPct = maxNaN(f.NodeStealMaxPct, x.NodeSteal*100)
+		}
 		f.MaxRSSMiB = maxNaN(f.MaxRSSMiB, float64(x.RSSBytes)/mib)
 		f.MaxAnonMiB = maxNaN(f.MaxAnonMiB, float64(x.AnonBytes)/mib)
 		f.MaxHeapMiB = maxNaN(f.MaxHeapMiB, float64(x.HeapBytes)/mib)
@@ -162,6 +175,8 @@ func Summarize(samples []Sample, events []Event, warmUp time.Duration, queryP99 
 		}
 	}
 	f.ExecRateMedian = median(rates)
+	f.NodeBusyMedianPct, f.NodeStealMedianPct = median(busyNode), median(steal)
+	f.NodeBusyP90Pct = quantileOf(busyNode, 0.9)
 	f.StoreMiBAtEnd = float64(post[len(post)-1].StoreBytes) / mib
 	mid := post[0].Elapsed + (post[len(post)-1].Elapsed-post[0].Elapsed)/2
 	var half []Sample
@@ -311,6 +326,16 @@ func edgeMedians(s []Sample, v func(Sample) float64) (start, end float64) {
 }
 
 // median of v, NaN when empty; v is reordered.
+// quantileOf is v's q-th quantile, the nearest rank at or above it as
+// quantileMS's; NaN for none. It sorts v.
+func quantileOf(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	sort.Float64s(v)
+	return v[min(len(v)-1, int(float64(len(v))*q))]
+}
+
 func median(v []float64) float64 {
 	if len(v) == 0 {
 		return math.NaN()
@@ -365,6 +390,10 @@ func (f Figures) String() string {
 	line("max goroutines", fmt.Sprint(f.MaxGoroutines))
 	line("goroutines at start", withUnit(f.GoroutinesStart, ""))
 	line("goroutines at end", withUnit(f.GoroutinesEnd, ""))
+	line("node CPU busy, median", withUnit(f.NodeBusyMedianPct, "%"))
+	line("node CPU busy, p90", withUnit(f.NodeBusyP90Pct, "%"))
+	line("node CPU stolen, median", withUnit(f.NodeStealMedianPct, "%"))
+	line("node CPU stolen, most", withUnit(f.NodeStealMaxPct, "%"))
 	line("query p99", withUnit(f.QueryP99MS, "ms"))
 	line("worst interval's p99", withUnit(f.MaxIntervalP99MS, "ms"))
 	line("queries", fmt.Sprint(f.Queries))

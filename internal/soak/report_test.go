@@ -185,12 +185,15 @@ func TestSummarizeFigures(t *testing.T) {
 	r := func(d time.Duration) Sample {
 		s := flat(d)
 		h := d.Hours()
+		s.NodeBusy, s.NodeSteal = 0.3, 0.01
 		if h >= hours/2 {
 			s.CPUPerExecUS = 44 // 10% more in the second half
 			s.OpenFiles, s.Goroutines = 32, 55
+			s.NodeBusy = 0.5
 		}
 		if int(d/sampleEvery)%10 == 0 {
 			s.ExecRate, s.CPUPerExecUS = 0, 0 // an idle interval
+			s.NodeBusy, s.NodeSteal = 0, 0    // and the node's times not read
 		}
 		s.StoreBytes = int64(min(200, 100*h) * mib) // bounded by retention from 2h
 		s.WALBytes = int64(min(8, 2+h) * mib)
@@ -199,6 +202,7 @@ func TestSummarizeFigures(t *testing.T) {
 		s.Queries, s.QueryP99MS, s.QueryFails = 2, 1+h, 1
 		if d == time.Hour {
 			s.ExecRate = 90
+			s.NodeSteal = 0.2
 		}
 		return s
 	}
@@ -229,6 +233,10 @@ func TestSummarizeFigures(t *testing.T) {
 		{"store dropped", float64(f.StoreDropped), 2},
 		{"acked", float64(f.Acked), hours*360 - 1},
 		{"verified", float64(f.Verified), hours*360 - 2},
+		{"node busy median", f.NodeBusyMedianPct, 50}, // 110 minutes at 30 % past the warm-up, 120 at 50
+		{"node busy p90", f.NodeBusyP90Pct, 50},
+		{"node steal median", f.NodeStealMedianPct, 1},
+		{"node steal most", f.NodeStealMaxPct, 20},
 	} {
 		if !near(c.got, c.want, 1e-6) {
 			t.Errorf("%s %v, want %v", c.name, c.got, c.want)
@@ -284,11 +292,28 @@ func TestFiguresString(t *testing.T) {
 		"CPU per exec change        0%\n",
 		"exec rate, median          50/s\n",
 		"query p99                  2.5 ms\n",
+		"node CPU busy, median      n/a\n",
 		"worst interval's p99       n/a\n",
 		"events                     upgrade at 1h0m0s, kill -9 at 2h30m0s\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %q in\n%s", want, text)
 		}
+	}
+}
+
+// TestSummarizeNodeUnread: readings whose node times were not read (0
+// busy, 0 stolen) are left out of the node's figures, not counted idle.
+func TestSummarizeNodeUnread(t *testing.T) {
+	s := samplesOf(1, 0, 2*time.Hour, func(d time.Duration) Sample {
+		x := flat(d)
+		if int(d/sampleEvery)%5 < 2 {
+			x.NodeBusy, x.NodeSteal = 0.4, 0.02
+		}
+		return x
+	})
+	f := Summarize(s, nil, 10*time.Minute, 1)
+	if f.NodeBusyMedianPct != 40 || f.NodeStealMedianPct != 2 || f.NodeBusyP90Pct != 40 {
+		t.Errorf("node busy median %v, p90 %v, stolen median %v; want 40, 40, 2", f.NodeBusyMedianPct, f.NodeBusyP90Pct, f.NodeStealMedianPct)
 	}
 }

@@ -46,6 +46,14 @@ type Sample struct {
 	Acked    int64 // cumulative: exec requests whose audit records the webhook acknowledged
 	Verified int64 // cumulative: acknowledged requests found stored, with their user
 	Lost     int64 // cumulative: acknowledged requests looked for and not found
+
+	// NodeBusy and NodeSteal are the shares of the node's CPU time, all
+	// its CPUs together, that ran something (the load, the soak, the
+	// agent, the kernel) and that the hypervisor took, over the interval
+	// since the previous sample (/proc/stat); 0 for the first. They tell
+	// a busier node from a change in the agent between two runs.
+	NodeBusy  float64
+	NodeSteal float64
 }
 
 // Event is something the soak did to the agent or its node, drawn as a

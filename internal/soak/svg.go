@@ -40,6 +40,11 @@ func always(v func(Sample) float64) func(Sample) (float64, bool) {
 	return func(s Sample) (float64, bool) { return v(s), true }
 }
 
+// nodeRead is v where the sample read the node's CPU times (0 and 0: not).
+func nodeRead(v func(Sample) float64) func(Sample) (float64, bool) {
+	return func(s Sample) (float64, bool) { return v(s), s.NodeBusy > 0 || s.NodeSteal > 0 }
+}
+
 // soakPanels are the figures drawn, top to bottom. Rates bucket by their
 // mean, which is the rate over the bucket; the rest by their maximum.
 func soakPanels() []panel {
@@ -78,6 +83,10 @@ func soakPanels() []panel {
 			{"acked", always(func(s Sample) float64 { return float64(s.Acked) }), true},
 			{"verified", always(func(s Sample) float64 { return float64(s.Verified) }), true},
 			{"lost", always(func(s Sample) float64 { return float64(s.Lost) }), true},
+		}},
+		{"node CPU (% of all its CPUs)", []series{
+			{"busy", nodeRead(func(s Sample) float64 { return s.NodeBusy * 100 }), false},
+			{"stolen", nodeRead(func(s Sample) float64 { return s.NodeSteal * 100 }), false},
 		}},
 	}
 }

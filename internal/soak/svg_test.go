@@ -63,6 +63,7 @@ func wantPanels() []panelWant {
 		{"ring drops, evictions, store rows dropped (cumulative)", []string{"ring drops", "evictions", "store rows dropped"}},
 		{"query p99 (ms)", []string{"query p99"}},
 		{"audit requests (cumulative)", []string{"acked", "verified", "lost"}},
+		{"node CPU (% of all its CPUs)", []string{"busy", "stolen"}},
 	}
 }
 
@@ -105,6 +106,7 @@ func busy(d time.Duration) Sample {
 	s.RingDrops, s.Evictions, s.StoreDropped = int64(h), int64(10*h), int64(2*h)
 	s.Acked, s.Verified, s.Lost = int64(d/sampleEvery), int64(d/sampleEvery), 0
 	s.Queries, s.QueryP99MS = 2, 1+h
+	s.NodeBusy, s.NodeSteal = 0.3+0.1*h, 0.01
 	return s
 }
 
