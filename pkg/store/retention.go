@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -32,13 +33,20 @@ type Retainer interface {
 
 // RunRetention is every backend's retention loop: r.DeleteOlderThan every
 // interval until ctx is done, logging each pass that deleted something and
-// then calling tidy (may be nil). It returns ctx's error.
-func RunRetention(ctx context.Context, r Retainer, maxAge, interval time.Duration, log zerolog.Logger, tidy func(context.Context) error) error {
+// then calling tidy (may be nil). Each wait, from one pass's start to the
+// next's, is interval spread at random over spread of it, half either side
+// (0: exactly interval), so the passes do not fall at one phase of other
+// periodic work on the node (a responder's script, a scrape) for the
+// agent's life. It returns ctx's error.
+func RunRetention(ctx context.Context, r Retainer, maxAge, interval time.Duration, spread float64, log zerolog.Logger, tidy func(context.Context) error) error {
 	if maxAge <= 0 || interval <= 0 {
 		return fmt.Errorf("starting retention: max age %s and interval %s must be positive", maxAge, interval)
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
+	if !(spread >= 0 && spread < 1) {
+		return fmt.Errorf("starting retention: spread %v must be at least 0 and under 1", spread)
+	}
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
 	for {
 		start := time.Now()
 		d, err := r.DeleteOlderThan(ctx, start.Add(-maxAge))
@@ -60,10 +68,19 @@ func RunRetention(ctx context.Context, r Retainer, maxAge, interval time.Duratio
 				Int64("auditRecords", d.AuditRecords).Int64("alerts", d.Alerts).
 				Dur("maxAge", maxAge).Dur("took", took).Dur("tidied", tidied).Msg(RetentionPassMessage)
 		}
+		// A pass longer than its wait is followed at once, as a ticker's
+		// buffered tick would be.
+		timer.Reset(max(0, time.Until(start.Add(spreadWait(interval, spread, rand.Float64())))))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-tick.C:
+		case <-timer.C:
 		}
 	}
+}
+
+// spreadWait is interval moved by spread of it, u (in [0, 1)) placing it
+// from half of spread before to half after.
+func spreadWait(interval time.Duration, spread, u float64) time.Duration {
+	return time.Duration(float64(interval) * (1 - spread/2 + spread*u))
 }

@@ -43,7 +43,7 @@ func TestRunRetentionLogsItsDuration(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &busyRetainer{took: 2 * time.Millisecond, cancel: cancel}
 	tidy := func(context.Context) error { spin(200 * time.Millisecond); return nil }
-	if err := RunRetention(ctx, r, time.Hour, time.Millisecond, zerolog.New(&buf), tidy); err != context.Canceled {
+	if err := RunRetention(ctx, r, time.Hour, time.Millisecond, 0.2, zerolog.New(&buf), tidy); err != context.Canceled {
 		t.Fatalf("RunRetention = %v, want context.Canceled", err)
 	}
 	var line struct {
@@ -61,5 +61,42 @@ func TestRunRetentionLogsItsDuration(t *testing.T) {
 	// margin for a busy machine's preemption of the pass).
 	if line.Took < 2 || line.Tidied < 200 || line.Took >= line.Tidied {
 		t.Errorf("took %.3f ms, tidied %.3f ms; want at least 2 and 200, the pass apart", line.Took, line.Tidied)
+	}
+}
+
+// TestSpreadWait: a wait lies within half the spread of the interval
+// either side, where u puts it; no spread keeps the interval.
+func TestSpreadWait(t *testing.T) {
+	for _, c := range []struct {
+		spread, u float64
+		want      time.Duration
+	}{
+		{0.2, 0, 45 * time.Second},
+		{0.2, 0.5, 50 * time.Second},
+		{0.2, 0.75, 52500 * time.Millisecond},
+		{0.2, 0.999999, 54999990 * time.Microsecond},
+		{0, 0, 50 * time.Second},
+		{0, 0.999999, 50 * time.Second},
+	} {
+		if got := spreadWait(50*time.Second, c.spread, c.u); got != c.want {
+			t.Errorf("spreadWait(50s, %v, %v) = %v, want %v", c.spread, c.u, got, c.want)
+		}
+	}
+}
+
+// TestRunRetentionRefusesABadSpread: a spread outside [0, 1) is refused
+// before any pass; the control, 0, runs one.
+func TestRunRetentionRefusesABadSpread(t *testing.T) {
+	for _, spread := range []float64{-0.1, 1, 2} {
+		r := &busyRetainer{}
+		err := RunRetention(context.Background(), r, time.Hour, time.Second, spread, zerolog.Nop(), nil)
+		if err == nil || r.passes != 0 {
+			t.Errorf("spread %v: %v after %d passes, want an error before any", spread, err, r.passes)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &busyRetainer{cancel: cancel}
+	if err := RunRetention(ctx, r, time.Hour, time.Millisecond, 0, zerolog.Nop(), nil); err != context.Canceled || r.passes != 2 {
+		t.Errorf("spread 0: %v after %d passes, want context.Canceled after 2", err, r.passes)
 	}
 }

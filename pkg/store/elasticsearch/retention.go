@@ -218,7 +218,9 @@ func (s *Store) RunRetention(ctx context.Context, maxAge, interval time.Duration
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	return store.RunRetention(ctx, leased{s, interval}, maxAge, interval, s.log, nil)
+	// Not spread: the lease already orders the fleet's passes, and an
+	// early one would find the last pass under interval ago and skip.
+	return store.RunRetention(ctx, leased{s, interval}, maxAge, interval, 0, s.log, nil)
 }
 
 // leased is the Store as a Retainer whose passes take the lease.

@@ -271,6 +271,12 @@ func (s *Store) deleteSessionChunk(ctx context.Context, cut int64) (sessions, re
 	return int64(len(keys)), records, nil
 }
 
+// retentionSpread spreads the node's passes over a fifth of their interval
+// (store.RunRetention): a pass holds a CPU for a third of a second in the
+// soak, and at one phase it would meet every query a periodic client makes,
+// or none.
+const retentionSpread = 0.2
+
 // RunRetention deletes what is older than maxAge every interval until ctx
 // is done, logging each pass that deleted something, and hands SQLite's
 // freed memory back every Config.TrimInterval. It returns ctx's error.
@@ -282,7 +288,7 @@ func (s *Store) RunRetention(ctx context.Context, maxAge, interval time.Duration
 		s.trimEvery(tctx)
 	}()
 	defer func() { cancel(); <-trimmed }()
-	return store.RunRetention(ctx, s, maxAge, interval, s.log, func(ctx context.Context) error {
+	return store.RunRetention(ctx, s, maxAge, interval, retentionSpread, s.log, func(ctx context.Context) error {
 		_, err := s.w.ExecContext(ctx, "PRAGMA optimize")
 		return err
 	})
