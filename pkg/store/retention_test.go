@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
@@ -87,10 +88,13 @@ func TestSpreadWait(t *testing.T) {
 // TestRunRetentionRefusesABadSpread: a spread outside [0, 1) is refused
 // before any pass; the control, 0, runs one.
 func TestRunRetentionRefusesABadSpread(t *testing.T) {
-	for _, spread := range []float64{-0.1, 1, 2} {
-		r := &busyRetainer{}
-		err := RunRetention(context.Background(), r, time.Hour, time.Second, spread, zerolog.Nop(), nil)
-		if err == nil || r.passes != 0 {
+	for _, spread := range []float64{-0.1, 1, 2, math.NaN()} {
+		// Were it not refused, the second pass would end the loop.
+		ctx, cancel := context.WithCancel(context.Background())
+		r := &busyRetainer{cancel: cancel}
+		err := RunRetention(ctx, r, time.Hour, time.Millisecond, spread, zerolog.Nop(), nil)
+		cancel()
+		if err == nil || err == context.Canceled || r.passes != 0 {
 			t.Errorf("spread %v: %v after %d passes, want an error before any", spread, err, r.passes)
 		}
 	}
