@@ -158,7 +158,7 @@ func Summarize(samples []Sample, events []Event, warmUp time.Duration, queryP99 
 	}
 	var rates, busyNode, steal []float64
 	for _, x := range post {
-		if x.NodeBusy > 0 || x.NodeSteal > 0 { // 0 and 0: not read
+		if x.nodeRead() {
 			busyNode, steal = append(busyNode, x.NodeBusy*100), append(steal, x.NodeSteal*100)
 			f.NodeStealMaxPct = maxNaN(f.NodeStealMaxPct, x.NodeSteal*100)
 		}

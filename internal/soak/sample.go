@@ -87,3 +87,7 @@ type Query struct {
 	// meanwhile; unknownWait where AgentWaited is.
 	AgentRan time.Duration
 }
+
+// nodeRead reports whether the sample read the node's CPU times: a
+// running node is never 0 busy and 0 stolen over an interval.
+func (s Sample) nodeRead() bool { return s.NodeBusy > 0 || s.NodeSteal > 0 }

@@ -40,9 +40,9 @@ func always(v func(Sample) float64) func(Sample) (float64, bool) {
 	return func(s Sample) (float64, bool) { return v(s), true }
 }
 
-// nodeRead is v where the sample read the node's CPU times (0 and 0: not).
+// nodeRead is v where the sample read the node's CPU times (Sample.nodeRead).
 func nodeRead(v func(Sample) float64) func(Sample) (float64, bool) {
-	return func(s Sample) (float64, bool) { return v(s), s.NodeBusy > 0 || s.NodeSteal > 0 }
+	return func(s Sample) (float64, bool) { return v(s), s.nodeRead() }
 }
 
 // soakPanels are the figures drawn, top to bottom. Rates bucket by their
