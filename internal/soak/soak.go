@@ -66,6 +66,9 @@ type Result struct {
 // gives the containers their cleanup; an error is the soak's own failure
 // (an agent that would not start or stop), not a missed target.
 func Run(ctx context.Context, t testing.TB, cfg Config) (*Result, error) {
+	if err := checkQuiet(); err != nil {
+		return nil, err
+	}
 	storeDir := filepath.Join(cfg.Dir, "store")
 	if err := mountTmpfs(t, storeDir, cfg.StoreMiB); err != nil {
 		return nil, err

@@ -217,7 +217,7 @@ func warmUp(d time.Duration, long bool, retention time.Duration) time.Duration {
 // TestMain serves as the soak's query timer when asked (timer.go).
 func TestMain(m *testing.M) {
 	if os.Getenv(timerEnv) == "1" {
-		if err := ServeTimer(context.Background(), os.Stdin, os.Stdout, os.Stderr); err != nil {
+		if err := ServeTimer(os.Stdin, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "query timer:", err)
 			os.Exit(1)
 		}

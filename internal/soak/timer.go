@@ -3,12 +3,9 @@ package soak
 import (
 	"bufio"
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"strconv"
@@ -119,23 +116,24 @@ func parseTimed(line string) (timing, error) {
 	return tm, nil
 }
 
-// ServeTimer is the timer's side: for each URL read from r, a GET (the
-// connection kept alive), its body read whole, and a line to w with the
+// ServeTimer is the timer's side: for each URL read from r, a GET (over a
+// blocking socket kept alive, blockingClient), its body read whole, and a line to w with the
 // nanoseconds it took, those its threads waited for a CPU meanwhile
 // (runDelay), those to the response's first byte and, if it failed, why.
 // It raises its priority first (raiseTimer); one it cannot raise is said
 // on stderr, and the waits show what that cost.
-func ServeTimer(ctx context.Context, r io.Reader, w io.Writer, stderr io.Writer) error {
+func ServeTimer(r io.Reader, w io.Writer, stderr io.Writer) error {
 	if err := raiseTimer(); err != nil {
 		fmt.Fprintln(stderr, "query timer:", err)
 	}
-	hc := &http.Client{Timeout: 10 * time.Second}
+	hc := newBlockingClient()
+	defer hc.close()
 	in := bufio.NewScanner(r)
 	out := bufio.NewWriter(w)
 	for in.Scan() {
 		before, berr := runDelay()
 		start := time.Now()
-		first, err := getAll(ctx, hc, in.Text(), start)
+		first, err := hc.get(in.Text(), start)
 		d := time.Since(start)
 		after, aerr := runDelay()
 		waited := max(after-before, 0)
@@ -155,27 +153,4 @@ func ServeTimer(ctx context.Context, r io.Reader, w io.Writer, stderr io.Writer)
 		}
 	}
 	return in.Err()
-}
-
-// getAll GETs url and reads the body whole; first is the time from start
-// to the response's first byte (0 if none came).
-func getAll(ctx context.Context, hc *http.Client, url string, start time.Time) (first time.Duration, err error) {
-	trace := &httptrace.ClientTrace{GotFirstResponseByte: func() { first = time.Since(start) }}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return first, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return first, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return first, fmt.Errorf("GET %s: %s: %.200s", url, resp.Status, body)
-	}
-	return first, nil
 }
