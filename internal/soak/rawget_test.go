@@ -74,6 +74,9 @@ func TestBlockingClientKeepsItsConnection(t *testing.T) {
 	if _, err := c.get(srv.URL+"/close", time.Now()); err != nil {
 		t.Fatal(err)
 	}
+	if c.fd >= 0 {
+		t.Error("the connection the server closed is still held, to fail the next GET")
+	}
 	if _, err := c.get(srv.URL+"/small", time.Now()); err != nil {
 		t.Fatal(err)
 	}
