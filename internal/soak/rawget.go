@@ -114,8 +114,8 @@ func (c *blockingClient) close() {
 	c.fd, c.br = -1, nil
 }
 
-// get GETs rawURL and reads the body whole, as getAll did through
-// net/http: first is the time from start to the response's first byte.
+// get GETs rawURL and reads the body whole, as the net/http client did
+// before: first is the time from start to the response's first byte.
 // A kept-alive connection the server closed meanwhile is dialed again
 // once, as net/http retries an idempotent request, within the time.
 func (c *blockingClient) get(rawURL string, start time.Time) (first time.Duration, err error) {

@@ -117,9 +117,10 @@ func parseTimed(line string) (timing, error) {
 }
 
 // ServeTimer is the timer's side: for each URL read from r, a GET (over a
-// blocking socket kept alive, blockingClient), its body read whole, and a line to w with the
-// nanoseconds it took, those its threads waited for a CPU meanwhile
-// (runDelay), those to the response's first byte and, if it failed, why.
+// blocking socket kept alive, blockingClient), its body read whole, and a
+// line to w with the nanoseconds it took, those its threads waited for a
+// CPU meanwhile (runDelay), those to the response's first byte and, if it
+// failed, why.
 // It raises its priority first (raiseTimer); one it cannot raise is said
 // on stderr, and the waits show what that cost.
 func ServeTimer(r io.Reader, w io.Writer, stderr io.Writer) error {
