@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"syscall"
 	"time"
 )
@@ -119,18 +118,17 @@ func (c *blockingClient) close() {
 // A kept-alive connection the server closed meanwhile is dialed again
 // once, as net/http retries an idempotent request, within the time.
 func (c *blockingClient) get(rawURL string, start time.Time) (first time.Duration, err error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Scheme != "http" {
+	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
+	if err != nil || req.URL.Scheme != "http" {
 		return 0, fmt.Errorf("GET %s: want an http URL: %v", rawURL, err)
 	}
-	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
-	if err != nil {
-		return 0, err
-	}
+	host := req.URL.Host
 	for attempt := 0; ; attempt++ {
-		reused := c.fd >= 0 && c.addr == u.Host
-		first, err = c.roundTrip(req, u.Host, start)
-		if err == nil || !reused || first != 0 || attempt > 0 || errors.As(err, new(statusError)) {
+		reused := c.fd >= 0 && c.addr == host
+		first, err = c.roundTrip(req, host, start)
+		// Retried only where nothing came back: a refusal answered in
+		// full has its first byte.
+		if err == nil || !reused || first != 0 || attempt > 0 {
 			return first, err
 		}
 	}

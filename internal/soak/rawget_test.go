@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -29,8 +30,14 @@ func connCounter(t *testing.T, h http.Handler) (*httptest.Server, func() int) {
 	return srv, func() int { mu.Lock(); defer mu.Unlock(); return n }
 }
 
-func testHandler() http.Handler {
+// testHandler serves the paths the tests ask for; refused counts the
+// requests for /refused.
+func testHandler(refused *atomic.Int32) http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("/refused", func(w http.ResponseWriter, _ *http.Request) {
+		refused.Add(1)
+		http.Error(w, "no", http.StatusForbidden)
+	})
 	mux.HandleFunc("/small", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
 	// Larger than net/http's buffer and flushed in pieces: chunked.
 	mux.HandleFunc("/big", func(w http.ResponseWriter, _ *http.Request) {
@@ -51,7 +58,8 @@ func testHandler() http.Handler {
 // the next response's parse); a refusal says its status and body; a
 // response that closes is followed by a new connection.
 func TestBlockingClientKeepsItsConnection(t *testing.T) {
-	srv, conns := connCounter(t, testHandler())
+	var refused atomic.Int32
+	srv, conns := connCounter(t, testHandler(&refused))
 	c := newBlockingClient()
 	defer c.close()
 	for _, path := range []string{"/small", "/big", "/small", "/big"} {
@@ -68,8 +76,11 @@ func TestBlockingClientKeepsItsConnection(t *testing.T) {
 	if n := conns(); n != 1 {
 		t.Errorf("four GETs took %d connections, want one kept alive", n)
 	}
-	if _, err := c.get(srv.URL+"/nothing", time.Now()); err == nil || !strings.Contains(err.Error(), "404") {
-		t.Errorf("a 404: %v", err)
+	if _, err := c.get(srv.URL+"/refused", time.Now()); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("a refusal: %v", err)
+	}
+	if n := refused.Load(); n != 1 {
+		t.Errorf("a refusal was asked %d times, want once (answered in full, it is not retried)", n)
 	}
 	if _, err := c.get(srv.URL+"/close", time.Now()); err != nil {
 		t.Fatal(err)
@@ -89,7 +100,7 @@ func TestBlockingClientKeepsItsConnection(t *testing.T) {
 // while idle is dialed again once, as net/http retries a GET; a server
 // that is gone is an error (the control: no retry hides it).
 func TestBlockingClientDialsAgain(t *testing.T) {
-	srv, conns := connCounter(t, testHandler())
+	srv, conns := connCounter(t, testHandler(new(atomic.Int32)))
 	c := newBlockingClient()
 	defer c.close()
 	if _, err := c.get(srv.URL+"/small", time.Now()); err != nil {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -81,7 +82,7 @@ func Run(ctx context.Context, t testing.TB, cfg Config) (*Result, error) {
 	if err := writePodMap(podMap, cfg.Pods); err != nil {
 		return nil, err
 	}
-	pin := filepath.Join("/sys/fs/bpf", fmt.Sprintf("correlator-soak-%d", os.Getpid()))
+	pin := soakPinPrefix + strconv.Itoa(os.Getpid())
 	t.Cleanup(func() { os.RemoveAll(pin) })
 	db := filepath.Join(storeDir, "correlator.db")
 	ag := &agents{bin: cfg.Bin, base: "http://" + addr, logs: cfg.Dir, procs: cfg.AgentProcs, args: []string{"run",
