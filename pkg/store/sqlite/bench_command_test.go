@@ -20,16 +20,8 @@ import (
 // "/bin/sleep 5" in the pod, 100 a page: 460 processes match, in 230 of
 // the store's runs. Its context can be cancelled, as an API request's
 // can. `go test -run '^$' -bench QuerySoakCommand ./pkg/store/sqlite`
-func BenchmarkQuerySoakCommand(b *testing.B) { benchSoakCommand(b, soakStore(b)) }
-
-// BenchmarkQuerySoakCommandRows is BenchmarkQuerySoakCommand where each
-// session's root and its `/bin/sleep 5` are processes rows, as the agent
-// writes a process still running when its batch is committed: 462 of the
-// pod's 3,231 rows match, and no run (a copy of an hour's make soak store:
-// 186 of a pod's 1,828 rows).
-func BenchmarkQuerySoakCommandRows(b *testing.B) { benchSoakCommand(b, soakStoreOf(b, true)) }
-
-func benchSoakCommand(b *testing.B, d *benchData) {
+func BenchmarkQuerySoakCommand(b *testing.B) {
+	d := soakStore(b)
 	f := store.ProcessFilter{Command: "/bin/sleep 5", Pod: "runner-0", Limit: 100}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -110,11 +102,7 @@ func soakQueries(d *benchData) []benchQuery {
 }
 
 // soakStore is the store the soak benchmarks read.
-func soakStore(b *testing.B) *benchData { return soakStoreOf(b, false) }
-
-// soakStoreOf is soakStore; running: each root and sleep is written
-// running, a row of its own.
-func soakStoreOf(b *testing.B, running bool) *benchData {
+func soakStore(b *testing.B) *benchData {
 	s := openTest(b)
 	ctx := context.Background()
 	var batch []join.Process
@@ -146,9 +134,7 @@ func soakStoreOf(b *testing.B, running bool) *benchData {
 			p := process(fmt.Sprintf("%d-%d", i, k), id, 0)
 			p.Namespace, p.Pod, p.Argv = "ci", "runner-0", argv
 			p.Start, p.ExecTime = at, at
-			if !running || k > 0 && k < 51 {
-				p.Exit, p.ExitCode = at.Add(time.Millisecond), ptr(0)
-			}
+			p.Exit, p.ExitCode = at.Add(time.Millisecond), ptr(0)
 			at = at.Add(3 * time.Millisecond)
 			batch = append(batch, p)
 			if len(batch) == 300 {

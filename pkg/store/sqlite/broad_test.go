@@ -53,7 +53,7 @@ func TestBroadSessionFilter(t *testing.T) {
 		}
 	}
 	plan := func(f store.ProcessFilter, broad bool) string {
-		q, args, err := processesListing(f, broad, commandMatch{}, false).query("", 100)
+		q, args, err := processesListing(f, broad, commandMatch{}).query("", 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func TestBroadSessionFilter(t *testing.T) {
 		for i, broad := range []bool{false, true} {
 			cur := ""
 			for {
-				got, next, err := list(ctx, s, "processes", processesListing(f, broad, commandMatch{}, false), cur, f.Limit, func(sc scanner) (join.Process, cursor, error) {
+				got, next, err := list(ctx, s, "processes", processesListing(f, broad, commandMatch{}), cur, f.Limit, func(sc scanner) (join.Process, cursor, error) {
 					p, id, err := scanProcess(sc)
 					return p, cursor{t: nanos(p.Start), id: id}, err
 				})

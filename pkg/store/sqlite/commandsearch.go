@@ -152,12 +152,6 @@ func (s *Store) commandSpans(ctx context.Context, tx *sql.Tx, ids []int64) (comm
 	if len(ids) == 0 {
 		return commandMatch{}, nil, nil
 	}
-	return s.scanCommands(ctx, tx, commandSpansSQL, jsonInts(ids))
-}
-
-// jsonInts is ids as a JSON array, for json_each: one value to bind, where
-// an IN list binds each.
-func jsonInts(ids []int64) string {
 	b := append(make([]byte, 0, 8*len(ids)), '[')
 	for i, id := range ids {
 		if i > 0 {
@@ -165,7 +159,7 @@ func jsonInts(ids []int64) string {
 		}
 		b = strconv.AppendInt(b, id, 10)
 	}
-	return string(append(b, ']'))
+	return s.scanCommands(ctx, tx, commandSpansSQL, string(append(b, ']')))
 }
 
 // scanCommands runs q, which selects commands' ids and spans in id order,

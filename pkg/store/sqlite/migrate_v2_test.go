@@ -148,8 +148,7 @@ func createOldSchema(t *testing.T, db *sql.DB, version int, edit func(string) st
 	t.Helper()
 	for _, stmt := range schemaV1 {
 		if version < 9 && slices.Contains(runTables, stmt) || version < 11 && slices.Contains(runCommandTables, stmt) ||
-			version < 12 && stmt == commandsLineIndex || version < 14 && (stmt == runCommandsBound[0] || stmt == commandsSpanIndex) ||
-			version < 15 && stmt == processesCommandIndex {
+			version < 12 && stmt == commandsLineIndex || version < 14 && (stmt == runCommandsBound[0] || stmt == commandsSpanIndex) {
 			continue
 		}
 		if version < 13 && stmt == processRunsAuditIndex {

@@ -90,7 +90,7 @@ func TestQueryPlans(t *testing.T) {
 		{store.ProcessFilter{Unattributed: true, Since: base, Until: day, Cursor: cur}, "processes_attribution (attribution=? AND start>? AND start<?)"},
 	}
 	for _, tc := range procs {
-		q, args, err := processesListing(tc.f, false, commandMatch{}, false).query(tc.f.Cursor, 100)
+		q, args, err := processesListing(tc.f, false, commandMatch{}).query(tc.f.Cursor, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func TestQueryPlans(t *testing.T) {
 	// side table holds (not a sessions page per session of the user), then
 	// only the page's rows. Both cut the query on a million processes.
 	for _, f := range []store.ProcessFilter{{User: "alice"}, {Group: "g", Cursor: cur}} {
-		q, args, err := processesListing(f, false, commandMatch{}, false).query(f.Cursor, 100)
+		q, args, err := processesListing(f, false, commandMatch{}).query(f.Cursor, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func TestQueryPlans(t *testing.T) {
 		{store.ProcessFilter{Command: "curl"}, commandMatch{all: true, first: 1, last: 2}, "processes_start (start>? AND start<?)"},
 		{store.ProcessFilter{Command: "curl", Pod: "p"}, commandMatch{ids: []any{int64(1)}, first: 1, last: 2}, "processes_pod (pod=? AND start>? AND start<?)"},
 	} {
-		q, args, err := processesListing(tc.f, false, tc.m, false).query("", 100)
+		q, args, err := processesListing(tc.f, false, tc.m).query("", 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,37 +135,12 @@ func TestQueryPlans(t *testing.T) {
 		t.Logf("processes %+v %+v: %s", tc.f, tc.m, plan)
 		checkPlan(t, plan, tc.index)
 	}
-	// A few rows of the commands (fewCommandRows): the page's ids picked
-	// from processes_command alone, a pod's where one is named, and sorted;
-	// the count that says so reads that index alone too.
-	for _, f := range []store.ProcessFilter{{Command: "curl"}, {Command: "curl", Pod: "p", Cursor: cur}} {
-		m := commandMatch{ids: []any{int64(1), int64(2)}, first: 1, last: 2}
-		q, args, err := processesListing(f, false, m, true).query(f.Cursor, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		plan := queryPlan(t, s, q, args)
-		t.Logf("processes %+v by command: %s", f, plan)
-		want := "COVERING INDEX processes_command (command_id=?"
-		if f.Pod != "" {
-			want += " AND pod=?"
-		}
-		if !strings.HasPrefix(plan, "SEARCH p USING INTEGER PRIMARY KEY (rowid=?)") || !strings.Contains(plan, want) {
-			t.Errorf("plan %q: want the page's ids from %s", plan, want)
-		}
-		q, args = commandRowsSQL(f, "[1,2]", 1024)
-		plan = queryPlan(t, s, q, args)
-		t.Logf("rows of the commands %+v: %s", f, plan)
-		if !strings.Contains(plan, want) {
-			t.Errorf("plan %q: want the count from %s", plan, want)
-		}
-	}
 	// Retention's walk of the commands no process points to any more.
 	plan := queryPlan(t, s, deleteCommandsSQL, []any{1, 10})
 	t.Logf("commands to delete: %s", plan)
-	if !strings.Contains(plan, "COVERING INDEX processes_command (command_id=?)") ||
+	if !strings.Contains(plan, "processes_start (start>? AND start<?)") ||
 		!strings.Contains(plan, "sessions_received (request_received>? AND request_received<?)") {
-		t.Errorf("plan %q: want each command's processes looked up by command, its sessions within its span", plan)
+		t.Errorf("plan %q: want each command's processes and sessions looked for within its span", plan)
 	}
 	// Retention's walk of the processes started before a cut.
 	plan = queryPlan(t, s, processesBeforeSQL, []any{1, 0, 0, 10})

@@ -37,13 +37,9 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 	if err != nil {
 		return nil, "", err
 	}
-	rowsOfCommands, byCommand, err := s.fewCommandRows(ctx, f, cmds)
-	if err != nil {
-		return nil, "", err
-	}
 	limit := store.PageLimit(f.Limit, s.cfg.DefaultLimit, s.cfg.MaxLimit)
 	// Its statements are prepared before the transaction takes a connection.
-	listing := processesListing(f, broad, cmds, byCommand)
+	listing := processesListing(f, broad, cmds)
 	if err := s.prepareProcessQueries(ctx, f, broad, cmds, listing, limit, cur, hasCur); err != nil {
 		return nil, "", err
 	}
@@ -56,11 +52,9 @@ func (s *Store) ListProcesses(ctx context.Context, f store.ProcessFilter) ([]joi
 	defer tx.Rollback()
 	// The newest limit+1 of each store, merged: the extra one says
 	// whether a next page exists.
-	var page []listed
-	if !byCommand || rowsOfCommands > 0 { // else no row ran them (commandrows.go)
-		if page, err = processRows(ctx, listTx{s, tx}, listing, f.Cursor, limit); err != nil {
-			return nil, "", err
-		}
+	page, err := processRows(ctx, listTx{s, tx}, listing, f.Cursor, limit)
+	if err != nil {
+		return nil, "", err
 	}
 	if cmds.runs, cmds.fewRuns, err = commandRuns(ctx, listTx{s, tx}, cmds, s.cfg.CommandRuns); err != nil {
 		return nil, "", err
@@ -146,13 +140,9 @@ func processRows(ctx context.Context, q queryer, l listing, c string, limit int)
 // probes processes_audit with the IDs of its sessions and sorts every
 // match, unless broad (broadSessionFilter): then the unary + keeps the
 // planner off processes_audit, and it walks the processes in page order,
-// looking each one's audit ID up among the sessions'. byCommand: the
-// page's ids are picked from processes_command and sorted (commandrows.go).
-func processesListing(f store.ProcessFilter, broad bool, cmds commandMatch, byCommand bool) listing {
+// looking each one's audit ID up among the sessions'.
+func processesListing(f store.ProcessFilter, broad bool, cmds commandMatch) listing {
 	l := listing{cols: processCols, from: processesFrom, table: "processes p", timeCol: "p.start", idCol: "p.id"}
-	if byCommand {
-		l.table, l.sorts = "processes p INDEXED BY processes_command", true
-	}
 	w := &l.w
 	col := "p.audit_id"
 	if broad {
@@ -187,16 +177,10 @@ func processesListing(f store.ProcessFilter, broad bool, cmds commandMatch, byCo
 	if f.Command != "" {
 		// Only the part of processes_start where those commands ran.
 		w.add("p.start BETWEEN ? AND ?", cmds.first, cmds.last)
-		// Walked in page order, the unary + keeps the planner, which
-		// knows no row counts on a fresh file, off processes_command.
-		col := "+p.command_id"
-		if byCommand {
-			col = "p.command_id"
-		}
 		if cmds.all {
-			w.add(col+" IN (SELECT id FROM commands WHERE "+holdsBytes("line")+")", f.Command)
+			w.add("p.command_id IN (SELECT id FROM commands WHERE "+holdsBytes("line")+")", f.Command)
 		} else {
-			w.add(col+" IN ("+strings.TrimSuffix(strings.Repeat("?,", len(cmds.ids)), ",")+")", cmds.ids...)
+			w.add("p.command_id IN ("+strings.TrimSuffix(strings.Repeat("?,", len(cmds.ids)), ",")+")", cmds.ids...)
 		}
 	}
 	w.window("p.start", f.Since, f.Until)

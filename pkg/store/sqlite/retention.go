@@ -149,9 +149,8 @@ func (s *Store) deleteProcessChunk(ctx context.Context, cut int64, after cursor)
 }
 
 // deleteCommandsSQL picks a chunk of commands whose span ended before the
-// cut and that no process points to (looked up in processes_command) and
-// no session asked for any more (looked for within the span, on its time
-// index). A run whose
+// cut and that no process points to and no session asked for any more
+// (each looked for within the span, on its time index). A run whose
 // processes' starts overlap the span keeps it, whether or not one ran
 // it: after deleteRunProcesses few runs start before the cut. The newest
 // row stays, so that SQLite never gives a deleted id to a new command: a

@@ -211,9 +211,6 @@ func (w *runWorld) compare(stage string) {
 		// A command search looks its runs up by id, or walks them
 		// skipping those that list none of its commands: both read alike.
 		w.runs.cfg.CommandRuns = []int{1 << 20, 1}[i%2]
-		// Its rows are read by command and sorted, or walked.
-		w.runs.cfg.CommandRows = []int{1 << 20, 1}[i/2%2]
-		w.ref.cfg.CommandRows = []int{1 << 20, 1}[i%2]
 		got, want := everyProcess(t, w.runs, f), everyProcess(t, w.ref, f)
 		if g, wn := canonical(t, got, true), canonical(t, want, true); !slices.Equal(g, wn) {
 			t.Fatalf("%s: ListProcesses(%+v): runs read %d processes, rows %d:\n%s\nwant\n%s", stage, f, len(g), len(wn),

@@ -13,7 +13,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Bump it with a migration
 // step in migrate when the schema changes.
-const schemaVersion = 15
+const schemaVersion = 14
 
 // schemaV1 is the current schema, which a new file is created with (its
 // name is historical). Times are INTEGER nanoseconds since the Unix epoch,
@@ -192,13 +192,7 @@ var processesTable = []string{
 	`CREATE INDEX processes_pod ON processes (pod, start)`,
 	`CREATE INDEX processes_container ON processes (container, start)`,
 	processesAttributionIndex,
-	processesCommandIndex,
 }
-
-// processesCommandIndex finds the rows of a searched command's processes,
-// a pod's first (version 15; commandrows.go). IF NOT EXISTS: version 8's
-// upgrade creates processesTable's indexes, this one among them.
-const processesCommandIndex = `CREATE INDEX IF NOT EXISTS processes_command ON processes (command_id, pod, start)`
 
 // processesAttributionIndex leaves out inherited processes, most rows by
 // far: a filter on another attribution (a root, a tampered or ambiguous
@@ -326,8 +320,6 @@ var migrations = map[int]migration{
 	// Version 14 keeps each run's last start with its commands, and
 	// indexes the commands' spans by id.
 	13: statements(append(slices.Clone(runCommandsBound), commandsSpanIndex)...),
-	// Version 15 indexes the processes rows by command.
-	14: statements(processesCommandIndex),
 }
 
 func statements(stmts ...string) migration {

@@ -66,10 +66,6 @@ type Config struct {
 	// sorts (a rare command's); past it the runs are walked in page order,
 	// reading only those that list a matching command.
 	CommandRuns int
-	// CommandRows is how many processes rows of a command search's
-	// commands a listing reads by command and sorts; past it the rows are
-	// walked in page order (commandrows.go).
-	CommandRows int
 	// TrimInterval is how often RunRetention empties the writer's page
 	// cache and hands back what SQLite's allocator keeps after it is
 	// freed (trimMemory).
@@ -90,7 +86,6 @@ func DefaultConfig() Config {
 		SessionProcessLimit: 10000,
 		DeleteChunk:         5000,
 		CommandRuns:         2048,
-		CommandRows:         1024,
 		TrimInterval:        time.Minute,
 	}
 }
@@ -108,7 +103,6 @@ func (c Config) withDefaults() Config {
 	c.SessionProcessLimit = cmp.Or(c.SessionProcessLimit, d.SessionProcessLimit)
 	c.DeleteChunk = cmp.Or(c.DeleteChunk, d.DeleteChunk)
 	c.CommandRuns = cmp.Or(c.CommandRuns, d.CommandRuns)
-	c.CommandRows = cmp.Or(c.CommandRows, d.CommandRows)
 	c.TrimInterval = cmp.Or(c.TrimInterval, d.TrimInterval)
 	return c
 }
@@ -123,7 +117,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("read connections %d: need at least 1", c.ReadConns))
 	}
 	if c.CacheKiB < 0 || c.ReadCacheKiB < 0 || c.DefaultLimit < 1 || c.MaxLimit < c.DefaultLimit ||
-		c.SessionProcessLimit < 1 || c.DeleteChunk < 1 || c.CommandRuns < 1 || c.CommandRows < 1 || c.TrimInterval < 0 {
+		c.SessionProcessLimit < 1 || c.DeleteChunk < 1 || c.CommandRuns < 1 || c.TrimInterval < 0 {
 		errs = append(errs, fmt.Errorf("sizes must be positive, with max limit %d >= default limit %d",
 			c.MaxLimit, c.DefaultLimit))
 	}
