@@ -159,6 +159,12 @@ func writeOutputs(t *testing.T, out string, res *Result, cfg Config) {
 		}
 		f.Close()
 	}
+	for g := 1; g <= res.Agents; g++ {
+		name := fmt.Sprintf("agent-%d.log", g)
+		if err := copyLogTail(filepath.Join(cfg.Dir, name), filepath.Join(out, name), maxLogCopy); err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 // buildAgent builds correlator, or takes CORRELATOR_SOAK_BIN's.

@@ -29,8 +29,8 @@ func TestSoakPinOf(t *testing.T) {
 }
 
 // TestStrayAgents: over a /proc written here, the processes with a soak's
-// pins are named and the others (a node's agent, a kernel thread's empty
-// line, what is not a PID) are not.
+// pins and an Elasticsearch node are named and the others (a node's agent,
+// another JVM, a kernel thread's empty line, what is not a PID) are not.
 func TestStrayAgents(t *testing.T) {
 	proc := t.TempDir()
 	for pid, cmdline := range map[string]string{
@@ -38,6 +38,8 @@ func TestStrayAgents(t *testing.T) {
 		"12":    "correlator\x00run\x00--pin-path\x00/sys/fs/bpf/correlator\x00",
 		"2":     "",
 		"self":  "/tmp/c.bin\x00run\x00--pin-path\x00/sys/fs/bpf/correlator-soak-1\x00",
+		"30950": "/usr/lib/jvm/java-17-openjdk-amd64/bin/java\x00-Xss1m\x00-Des.path.home=/var/cache/correlator/elasticsearch/elasticsearch-8.19.8\x00-m\x00org.elasticsearch.server/org.elasticsearch.bootstrap.Elasticsearch\x00",
+		"40":    "/usr/bin/java\x00-Dfoo=-Des.path.home=x\x00-jar\x00app.jar\x00", // a JVM that is not a node
 	} {
 		if err := os.MkdirAll(filepath.Join(proc, pid), 0o755); err != nil {
 			t.Fatal(err)
@@ -49,14 +51,17 @@ func TestStrayAgents(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(proc, "99"), 0o755); err != nil { // exited: no cmdline
 		t.Fatal(err)
 	}
-	got, err := strayAgents(proc)
+	agents, es, err := neighbours(proc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"11057 (/sys/fs/bpf/correlator-soak-11019)"}; !slices.Equal(got, want) {
-		t.Errorf("strayAgents = %q, want %q", got, want)
+	if want := []string{"11057 (/sys/fs/bpf/correlator-soak-11019)"}; !slices.Equal(agents, want) {
+		t.Errorf("neighbours' agents = %q, want %q", agents, want)
 	}
-	if _, err := strayAgents(filepath.Join(proc, "nothing")); err == nil {
+	if want := []string{"30950"}; !slices.Equal(es, want) {
+		t.Errorf("neighbours' Elasticsearch nodes = %q, want %q", es, want)
+	}
+	if _, _, err := neighbours(filepath.Join(proc, "nothing")); err == nil {
 		t.Error("an unreadable /proc was not an error")
 	}
 }
