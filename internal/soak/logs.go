@@ -18,21 +18,21 @@ const maxLogCopy = 8 << 20
 func copyLogTail(src, dst string, max int64) error {
 	in, err := os.Open(src)
 	if err != nil {
-		return fmt.Errorf("copying agent log: %w", err)
+		return fmt.Errorf("copying agent log %s: %w", src, err)
 	}
 	defer in.Close()
 	fi, err := in.Stat()
 	if err != nil {
-		return fmt.Errorf("copying agent log: %w", err)
+		return fmt.Errorf("copying agent log %s: %w", src, err)
 	}
 	if fi.Size() > max {
 		if _, err := in.Seek(fi.Size()-max, io.SeekStart); err != nil {
-			return fmt.Errorf("copying agent log: %w", err)
+			return fmt.Errorf("copying agent log %s: %w", src, err)
 		}
 	}
 	out, err := os.Create(dst)
 	if err != nil {
-		return fmt.Errorf("copying agent log: %w", err)
+		return fmt.Errorf("copying agent log %s: %w", src, err)
 	}
 	if _, err := io.Copy(out, in); err != nil {
 		out.Close()
