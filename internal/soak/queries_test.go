@@ -10,16 +10,29 @@ import (
 )
 
 // TestQueriesByKind: each kind's quantiles are its own queries', the
-// whole run's p99 is every query's, and the kinds print in name order.
+// whole run's p99 is every responder's query's (the control is reported
+// as a kind of its own, not in it), and the kinds print in name order.
 func TestQueriesByKind(t *testing.T) {
 	q := &queries{}
 	for i := 1; i <= 100; i++ {
 		q.log = append(q.log, Query{Kind: "who", Took: time.Duration(i) * time.Millisecond})
 	}
 	for i := range 10 {
-		q.log = append(q.log, Query{Kind: "command", Took: time.Duration(200+i) * time.Millisecond})
+		q.add(Query{Kind: "command", Took: time.Duration(200+i) * time.Millisecond})
+		// The control, slower than every query: in the p99 it would be its
+		// value, and in the samples' latencies it would be counted.
+		q.add(Query{Kind: controlKind, Took: time.Second})
+	}
+	if got := len(q.interval()); got != 10 {
+		t.Errorf("%d latencies kept for the sample, want the 10 commands' (the control's left out)", got)
+	}
+	if c := len(q.log); c != 120 {
+		t.Errorf("%d queries kept for the run, want 120 (the control's too)", c)
 	}
 	all, kinds := q.byKind()
+	if c := kinds[controlKind]; c.N != 10 || c.P50 != 1000 {
+		t.Errorf("the control: %+v, want 10 queries of 1000 ms", c)
+	}
 	if want := 208.0; all != want { // 110 queries: rank int(110*0.99) = 108, command's ninth
 		t.Errorf("p99 of every query %.1f, want %.1f", all, want)
 	}
@@ -31,7 +44,7 @@ func TestQueriesByKind(t *testing.T) {
 		t.Errorf("command: %+v, want 10 queries, p50 205, most 209", c)
 	}
 	text := formatKinds(kinds)
-	if !strings.HasPrefix(text, "  command: p50 205.00") || !strings.Contains(text, "\n  who: p50 51.00, p90 91.00, p99 100.00, most 100.00 ms (100 queries)\n") {
+	if !strings.HasPrefix(text, "  command: p50 205.00") || !strings.Contains(text, "\n  control: /healthz: p50 1000.00") || !strings.Contains(text, "\n  who: p50 51.00, p90 91.00, p99 100.00, most 100.00 ms (100 queries)\n") {
 		t.Errorf("formatKinds:\n%s", text)
 	}
 	if all, kinds := (&queries{}).byKind(); all != 0 || len(kinds) != 0 {

@@ -68,7 +68,7 @@ type Event struct {
 type Query struct {
 	At      time.Time
 	Elapsed time.Duration // since the soak's start
-	Kind    string        // "who", "sessions by user", "session tree", "processes by command"
+	Kind    string        // "who", "sessions by user", "session tree", "processes by command", controlKind
 	Took    time.Duration // from the request's write to the body's last byte, at the client
 	// FirstByte is from the request's write to the response's first byte:
 	// the agent writes its answer once it is encoded whole, so what

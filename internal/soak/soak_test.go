@@ -91,12 +91,12 @@ func TestSoak(t *testing.T) {
 	agentWait, agentUnknown := agentWaits(res.Queries, slow)
 	agentRan, _ := agentRuns(res.Queries, slow)
 	text := figs.String() + "\n" + tg.Report(figs, long) + "\n" + extra + "\n" +
-		fmt.Sprintf("queries by kind, at the client:\n%s%sthe timer's own wait for a CPU within its queries (at nice %d): %s, "+
+		fmt.Sprintf("queries by kind, at the client (%q, a request that does no work, not in the query p99):\n%s%sthe timer's own wait for a CPU within its queries (at nice %d): %s, "+
 			"%d not read\nthe agent's threads' wait for a CPU, all of them, within the queries over %v: %s, %d not read; "+
 			"their time on a CPU: %s\n"+
 			"the agents' own query p99 (correlator_api_request_seconds, every query including the verifier's): "+
 			"%.2f ms; by route (session: the verifier's too): %s ms\n%s\nfirst exec error: %s\n",
-			formatKinds(res.QueryByKind), formatFirstBytes(res.Queries), timerNice, waits, unknown, slow, agentWait, agentUnknown, agentRan,
+			controlKind, formatKinds(res.QueryByKind), formatFirstBytes(res.Queries), timerNice, waits, unknown, slow, agentWait, agentUnknown, agentRan,
 			res.AgentQueryP99, formatRoutes(res.AgentRouteP99), formatPasses(res.Passes, passOverlap(res.Queries, res.Passes, slow), slow),
 			res.ExecErr)
 	if err := os.WriteFile(filepath.Join(out, "figures.txt"), []byte(text), 0o644); err != nil {
