@@ -151,9 +151,6 @@ func createOldSchema(t *testing.T, db *sql.DB, version int, edit func(string) st
 			version < 12 && stmt == commandsLineIndex || version < 14 && (stmt == runCommandsBound[0] || stmt == commandsSpanIndex) {
 			continue
 		}
-		if version < 15 && stmt == processesPodIndex {
-			stmt = `CREATE INDEX processes_pod ON processes (pod, start)`
-		}
 		if version < 13 && stmt == processRunsAuditIndex {
 			stmt = `CREATE INDEX process_runs_audit ON process_runs (audit_id, last_start)`
 		}

@@ -13,7 +13,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Bump it with a migration
 // step in migrate when the schema changes.
-const schemaVersion = 15
+const schemaVersion = 14
 
 // schemaV1 is the current schema, which a new file is created with (its
 // name is historical). Times are INTEGER nanoseconds since the Unix epoch,
@@ -189,18 +189,10 @@ var processesTable = []string{
 	`CREATE INDEX processes_audit ON processes (audit_id, start)`,
 	`CREATE INDEX processes_claimed ON processes (claimed_audit_id, start) WHERE claimed_audit_id != ''`,
 	`CREATE INDEX processes_namespace ON processes (namespace, start)`,
-	processesPodIndex,
+	`CREATE INDEX processes_pod ON processes (pod, start)`,
 	`CREATE INDEX processes_container ON processes (container, start)`,
 	processesAttributionIndex,
 }
-
-// processesPodIndex walks a pod's processes rows newest first. Each row's
-// command is in it (version 15), so a command search in a pod tests the
-// command on the index entry and reads from the table only the rows that
-// match: make soak's search for "/bin/sleep 5" walked about a thousand of
-// the pod's rows for its page of 100, each a seek into the table
-// (docs/benchmarks.md).
-const processesPodIndex = `CREATE INDEX processes_pod ON processes (pod, start, command_id)`
 
 // processesAttributionIndex leaves out inherited processes, most rows by
 // far: a filter on another attribution (a root, a tampered or ambiguous
@@ -328,8 +320,6 @@ var migrations = map[int]migration{
 	// Version 14 keeps each run's last start with its commands, and
 	// indexes the commands' spans by id.
 	13: statements(append(slices.Clone(runCommandsBound), commandsSpanIndex)...),
-	// Version 15 holds each processes row's command in the pod's index.
-	14: statements(`DROP INDEX IF EXISTS processes_pod`, processesPodIndex),
 }
 
 func statements(stmts ...string) migration {
